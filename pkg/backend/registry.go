@@ -1,0 +1,96 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Options are the settings every store honours, whatever its URL.
+type Options struct {
+	// Timeout bounds how long one operation waits for the store: the bbolt
+	// file lock, a Redis dial, read or write. Past it the operation fails
+	// with ErrUnavailable. Zero means the store's default.
+	Timeout time.Duration
+}
+
+// Opener opens a store from its URL. It rejects query parameters it does
+// not know with ErrInvalid.
+type Opener func(ctx context.Context, u *url.URL, opts Options) (Store, error)
+
+// Registry maps URL schemes to openers. The CLI builds one and registers
+// the concrete stores; nothing registers itself from init().
+type Registry struct {
+	mu      sync.RWMutex
+	openers map[string]Opener
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{openers: map[string]Opener{}} }
+
+// Register adds an opener for scheme (without "://").
+func (r *Registry) Register(scheme string, o Opener) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.openers[scheme] = o
+}
+
+// Schemes lists the registered schemes, sorted.
+func (r *Registry) Schemes() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.openers))
+	for s := range r.openers {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open parses rawURL and opens the store its scheme names. An unparsable URL
+// or an unknown scheme is ErrInvalid.
+func (r *Registry) Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, Errorf(ErrInvalid, "store url %q", Redact(rawURL))
+	}
+	r.mu.RLock()
+	o, ok := r.openers[u.Scheme]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, Errorf(ErrInvalid, "store url %q: unknown scheme %q (known: %v)", Redact(rawURL), u.Scheme, r.Schemes())
+	}
+	return o(ctx, u, opts)
+}
+
+// Redact returns rawURL with any password replaced by "xxxxx", for messages.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
+}
+
+// CheckQuery returns ErrInvalid naming the first query parameter of u that
+// is not in known.
+func CheckQuery(u *url.URL, known ...string) error {
+	allowed := map[string]bool{}
+	for _, k := range known {
+		allowed[k] = true
+	}
+	keys := make([]string, 0, len(u.Query()))
+	for k := range u.Query() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !allowed[k] {
+			return fmt.Errorf("store url %q: unknown parameter %q: %w", u.Redacted(), k, ErrInvalid)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store is the durable state of hermesq: sessions, their FIFO of admissions,
+// transcripts, viewers and drain leases. Each method is one atomic operation
+// of the contract: one bbolt transaction, one Redis Lua script. A Store makes
+// no decisions of policy (turn or note, which transcript, retries): those
+// belong to pkg/admission, once, above every store.
+//
+// Every method is safe for concurrent use, from many goroutines and many
+// processes. No method retries on its own except where it documents that the
+// operation is idempotent. Methods never keep the caller's slices or maps and
+// never return memory the store will change later. Times in requests come
+// from the caller (Now fields) so tests can steer the clock; a zero Now means
+// time.Now().
+//
+// Errors wrap one sentinel of errors.go. A store turns its own transient
+// failures (bbolt lock wait exceeded, Redis connection refused or timed out,
+// failover in progress) into ErrUnavailable, and anything it cannot explain
+// into ErrInternal.
+type Store interface {
+	// OpenSession creates a session owned by req.Owner whose first transcript
+	// has the session's id. It returns the existing session unchanged, with
+	// created false, when the session exists. ErrConflict when a transcript
+	// of another session already has that id.
+	OpenSession(ctx context.Context, req OpenSessionRequest) (s Session, created bool, err error)
+
+	// GetSession returns a session with its counters and live viewer count.
+	GetSession(ctx context.Context, id string) (Session, error)
+
+	// ListSessions returns every session ordered by id.
+	ListSessions(ctx context.Context) ([]Session, error)
+
+	// Grant allows principal to admit to the session besides its owner.
+	Grant(ctx context.Context, session, principal string) error
+
+	// Admit commits each request durably and atomically (DESIGN §2). The
+	// requests are independent: one result per request, in order, each with
+	// either an admission or an error (ErrConflict, ErrClosed, ErrForbidden,
+	// ErrNotFound); the returned error is for the call as a whole (store
+	// unavailable), in which case nothing was admitted. Stores may commit
+	// the whole slice in one transaction.
+	//
+	// Within one atomic step per request:
+	//   - the principal must be the session's owner or granted (ErrForbidden);
+	//   - a human request to an unknown session creates it (owner =
+	//     principal) when CreateSession is set, else ErrNotFound;
+	//   - human with RequestID: an admission with the same (principal,
+	//     request id) is returned as a duplicate when its payload is
+	//     byte-equal, else ErrConflict;
+	//   - human to a session whose current transcript is closed: ErrClosed,
+	//     unless Reopen, which reopens it (clears ended_at and end_reason) in
+	//     the same step;
+	//   - automation: every identity already held by an admission of the
+	//     session resolves to it, whatever its status; the identities not yet
+	//     held form one new admission; PinnedTarget defaults to the session's
+	//     current transcript.
+	Admit(ctx context.Context, reqs []AdmitRequest) ([]AdmitResult, error)
+
+	// GetAdmission returns one admission by id.
+	GetAdmission(ctx context.Context, id string) (Admission, error)
+
+	// ListAdmissions returns a session's admissions in seq order, filtered.
+	ListAdmissions(ctx context.Context, session string, f AdmissionFilter) ([]Admission, error)
+
+	// FindIdentity returns the admission of the session holding identity, or
+	// of any session when session is empty. ErrNotFound when none does.
+	FindIdentity(ctx context.Context, session, identity string) (Admission, error)
+
+	// AcquireLease takes the session's drain lease for holder: epoch+1,
+	// expiry now+TTL, and every admission left running moves to unknown
+	// (Lease.Recovered). ErrLeaseHeld while another holder's lease is live.
+	AcquireLease(ctx context.Context, req LeaseRequest) (Lease, error)
+
+	// RenewLease extends the lease of (holder, epoch) to now+TTL. ErrFenced
+	// when the session's epoch is no longer req.Epoch or the holder changed.
+	RenewLease(ctx context.Context, req LeaseRequest) (Lease, error)
+
+	// ReleaseLease gives the lease up; a no-op when (holder, epoch) no longer
+	// holds it. The epoch is kept.
+	ReleaseLease(ctx context.Context, req LeaseRequest) error
+
+	// Claim moves the session's FIFO head, which must be req.AdmissionID,
+	// from queued to running under (req.Epoch, session generation+1), and
+	// records Mode and DeliveredTo. ErrFenced when req.Epoch is not the
+	// session's current epoch; ErrBusy when an admission of the session is
+	// running or unknown; ErrNotHead when the head is another admission (or
+	// none).
+	Claim(ctx context.Context, req ClaimRequest) (Admission, error)
+
+	// Settle ends an admission: status done with req.Outcome, appending
+	// req.Messages to their transcripts in the same atomic step (a turn's
+	// input and reply, or a note). The admission must be running under
+	// (req.Epoch, req.Generation) and the session's epoch and generation
+	// must still be those, else ErrFenced. With req.Direct the admission
+	// must instead be the queued FIFO head (ErrNotHead, ErrBusy) and is
+	// claimed and settled in one step: how notes and misroutes are written,
+	// so a note can never be left running. Messages never change a
+	// transcript's ended_at or end_reason.
+	Settle(ctx context.Context, req SettleRequest) (Admission, error)
+
+	// Requeue puts a running admission back to queued without spending
+	// anything (a deferral: its target could not be read, no handler is
+	// configured). Fenced like Settle.
+	Requeue(ctx context.Context, req SettleRequest) (Admission, error)
+
+	// Resolve settles an unknown admission by an operator or by the
+	// drainer's --on-unknown policy: as completed or interrupted (done), or
+	// requeue (back to queued at its seq). ErrConflict when not unknown.
+	Resolve(ctx context.Context, id string, as Resolution, now time.Time) (Admission, error)
+
+	// Cancel settles a queued admission as cancelled. ErrConflict when not
+	// queued.
+	Cancel(ctx context.Context, id string, now time.Time) (Admission, error)
+
+	// AddViewer adds a viewer lease of ttl on the session; RenewViewer
+	// extends one (ErrNotFound when gone or expired); RemoveViewer ends one.
+	AddViewer(ctx context.Context, session string, ttl time.Duration, now time.Time) (Viewer, error)
+	RenewViewer(ctx context.Context, session, viewerID string, ttl time.Duration, now time.Time) (Viewer, error)
+	RemoveViewer(ctx context.Context, session, viewerID string) error
+
+	// GetTranscript returns one transcript by id.
+	GetTranscript(ctx context.Context, id string) (Transcript, error)
+
+	// ListMessages returns a transcript's messages with seq > afterSeq, in
+	// order, at most limit (0: all).
+	ListMessages(ctx context.Context, transcript string, afterSeq uint64, limit int) ([]Message, error)
+
+	// CloseSession ends the session's current transcript with reason, only
+	// when the session is idle (no queued, running or unknown admission),
+	// atomically; ErrBusy otherwise, ErrClosed when already closed.
+	CloseSession(ctx context.Context, session, reason string, now time.Time) (Transcript, error)
+
+	// Compress ends the session's current transcript with reason
+	// "compression" and makes child (a new transcript whose parent it is)
+	// current. ErrConflict when child exists.
+	Compress(ctx context.Context, session, child string, now time.Time) (Transcript, error)
+
+	// Switch points the session at transcript t: one of its own, or a new
+	// empty one named t. ErrConflict when t belongs to another session.
+	Switch(ctx context.Context, session, t string, now time.Time) (Transcript, error)
+
+	// Subscribe reports changes: after any write to a session, its id is
+	// sent on the channel (coalesced; a slow reader may miss repeats, never
+	// the latest change). The channel closes when ctx ends.
+	Subscribe(ctx context.Context) (<-chan string, error)
+
+	// Export calls fn with every record of the store: for each session (by
+	// id) the session, then its transcripts, messages and admissions.
+	Export(ctx context.Context, fn func(Record) error) error
+
+	// Import writes records as Export produced them, keeping ids, seqs,
+	// epochs and statuses. Importing a record already present with the same
+	// content is a no-op; with other content, ErrConflict.
+	Import(ctx context.Context, recs []Record) error
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Resolution is how an unknown admission is resolved.
+type Resolution string
+
+const (
+	ResolveCompleted   Resolution = "completed"
+	ResolveInterrupted Resolution = "interrupted"
+	ResolveRequeue     Resolution = "requeue"
+)
+
+// OpenSessionRequest creates a session.
+type OpenSessionRequest struct {
+	ID    string
+	Owner string
+	Now   time.Time
+}
+
+// AdmitRequest is one input offered to a session. The admission layer has
+// validated it and canonicalised the payload.
+type AdmitRequest struct {
+	ID            string // id for the new admission, if one is created
+	Session       string
+	Kind          Kind
+	Producer      string
+	Principal     string
+	RequestID     string
+	Identities    []string
+	Payload       json.RawMessage
+	PinnedTarget  string
+	ReplayOf      string
+	CreateSession bool // human: create the session (owner = Principal) if absent
+	Reopen        bool // human: reopen a closed current transcript
+	Now           time.Time
+}
+
+// Admit results (AdmitResult.Result) and identity results.
+const (
+	ResultAdmitted  = "admitted"
+	ResultDuplicate = "duplicate"
+	ResultCoalesced = "coalesced"
+)
+
+// AdmitResult is the outcome of one AdmitRequest.
+type AdmitResult struct {
+	Result string // admitted, duplicate or coalesced
+	// Admission is the new admission, or when none was created the one the
+	// first identity (or the request id) resolved to.
+	Admission Admission
+	// Identities maps each offered identity to "admitted" or "duplicate".
+	Identities map[string]string
+	// Duplicates are the existing admissions the request resolved to.
+	Duplicates []string
+	// PayloadDiffers is set when a duplicate's committed payload differs
+	// from the offered one (the first committed payload wins).
+	PayloadDiffers bool
+	// Err is this request's own failure; the other fields are then empty.
+	Err error
+}
+
+// AdmissionFilter selects admissions of a session. Empty slices match all.
+type AdmissionFilter struct {
+	Statuses []Status
+	Outcomes []Outcome
+	AfterSeq uint64 // only seq > AfterSeq
+	Limit    int    // 0: no limit
+}
+
+// LeaseRequest acquires, renews or releases a drain lease.
+type LeaseRequest struct {
+	Session string
+	Holder  string
+	Epoch   uint64 // renew and release: the epoch held
+	TTL     time.Duration
+	Now     time.Time
+}
+
+// ClaimRequest claims the FIFO head.
+type ClaimRequest struct {
+	Session     string
+	AdmissionID string
+	Epoch       uint64
+	Mode        Mode
+	DeliveredTo string
+	Now         time.Time
+}
+
+// NewMessage is a message to append; the store assigns its seq.
+type NewMessage struct {
+	Transcript string
+	Role       Role
+	Content    string
+	Metadata   map[string]any
+}
+
+// SettleRequest ends (or, for Requeue, gives back) an admission.
+type SettleRequest struct {
+	Session     string
+	AdmissionID string
+	Epoch       uint64
+	Generation  uint64 // ignored with Direct
+	Direct      bool   // settle the queued head without a prior Claim
+	Outcome     Outcome
+	Mode        Mode   // with Direct, or to override the claim's mode
+	DeliveredTo string // with Direct, or to override the claim's target
+	Error       string
+	Messages    []NewMessage
+	Now         time.Time
+}
+
+// Record is one line of an export: exactly one of its fields is set.
+type Record struct {
+	Session    *SessionRecord `json:"session,omitempty"`
+	Transcript *Transcript    `json:"transcript,omitempty"`
+	Message    *Message       `json:"message,omitempty"`
+	Admission  *Admission     `json:"admission,omitempty"`
+}
+
+// SessionRecord is a session as exported: every durable field, no derived
+// counters (an import recomputes them from the admissions).
+type SessionRecord struct {
+	ID                string    `json:"id"`
+	Owner             string    `json:"owner"`
+	Grants            []string  `json:"grants"`
+	CurrentTranscript string    `json:"current_transcript"`
+	Epoch             uint64    `json:"epoch"`
+	Generation        uint64    `json:"generation"`
+	NextSeq           uint64    `json:"next_seq"`
+	CreatedAt         time.Time `json:"created_at"`
+}
