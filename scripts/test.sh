@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need when it is missing, then runs the
+# checks and every test. Bounded soak runs (chaos, Redis faults) are sized by
+# HERMESQ_CHAOS_INPUTS and HERMESQ_FAULT_N.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test: installing ${missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "test: ${missing[*]} missing; install with: sudo apt-get install -y ${missing[*]}" >&2
+    if [ "${CI:-}" = true ]; then exit 1; fi
+  fi
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
+echo "== go vet"
+go vet ./...
+echo "== go test -race"
+go test -race -count=1 -timeout 20m ./...
+echo "== soak: chaos and Redis faults (bounded)"
+HERMESQ_CHAOS=1 HERMESQ_CHAOS_INPUTS="${HERMESQ_CHAOS_INPUTS:-2000}" HERMESQ_FAULT_N="${HERMESQ_FAULT_N:-5000}" \
+  go test -count=1 -timeout 20m -run 'Chaos|Fault' ./acceptance/
