@@ -1,0 +1,45 @@
+package backend_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportDirection keeps the layering of the project true: the store
+// interface depends on nothing, the contract logic on no store or CLI
+// library, and stores never on each other.
+func TestImportDirection(t *testing.T) {
+	const mod = "github.com/hermesq/hermesq/"
+	rules := []struct {
+		pkg       string
+		forbidden []string
+		stdOnly   bool
+	}{
+		{pkg: "pkg/backend", stdOnly: true},
+		{pkg: "pkg/admission", forbidden: []string{
+			"github.com/spf13/", "go.etcd.io/bbolt", "github.com/redis/", mod + "internal/", mod + "plugins/"}},
+		{pkg: "plugins/storage/bbolt", forbidden: []string{mod + "plugins/storage/redis", mod + "internal/", mod + "pkg/admission", "github.com/spf13/"}},
+		{pkg: "plugins/storage/redis", forbidden: []string{mod + "plugins/storage/bbolt", mod + "internal/", mod + "pkg/admission", "github.com/spf13/"}},
+	}
+	for _, r := range rules {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "../../"+r.pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", r.pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == mod+r.pkg {
+				continue
+			}
+			if r.stdOnly {
+				t.Errorf("%s imports %s; it may import only the standard library", r.pkg, dep)
+				continue
+			}
+			for _, f := range r.forbidden {
+				if strings.HasPrefix(dep, f) {
+					t.Errorf("%s imports %s (forbidden: %s)", r.pkg, dep, f)
+				}
+			}
+		}
+	}
+}
