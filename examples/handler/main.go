@@ -1,0 +1,100 @@
+// Command handler is an example hermesq turn handler.
+//
+// hermesq runs it for each turn with the turn input as JSON on stdin
+// ({"admission","session","target","text","notes_seen","message_count"}) and
+// takes what it prints on stdout as the reply:
+//
+//	echo: <text> (notes seen: N)
+//
+// Environment, for demos and tests:
+//
+//	HERMESQ_EXAMPLE_SLEEP=D   sleep for the Go duration D first (e.g. 2s)
+//	HERMESQ_EXAMPLE_FAIL=1    print a message on stderr and exit 3 (a failed turn)
+//	HERMESQ_EXAMPLE_LOG=FILE  append one JSON line per invocation to FILE: the
+//	                          turn input plus "handler":{"pid","started_at","ended_at"}
+//	                          (Unix nanoseconds), written before the reply
+//
+// Usage: hermesq drain SESSION -- handler
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// turnInput is the part of hermesq's turn input this handler reads.
+type turnInput struct {
+	Session   string `json:"session"`
+	Target    string `json:"target"`
+	Text      string `json:"text"`
+	NotesSeen int    `json:"notes_seen"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "handler: %v\n", err)
+		os.Exit(3)
+	}
+}
+
+func run() error {
+	started := time.Now()
+	raw, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return fmt.Errorf("read turn input: %w", err)
+	}
+	var in turnInput
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return fmt.Errorf("turn input is not JSON: %w", err)
+	}
+	if d := os.Getenv("HERMESQ_EXAMPLE_SLEEP"); d != "" {
+		dur, err := time.ParseDuration(d)
+		if err != nil {
+			return fmt.Errorf("HERMESQ_EXAMPLE_SLEEP: %w", err)
+		}
+		time.Sleep(dur)
+	}
+	if f := os.Getenv("HERMESQ_EXAMPLE_LOG"); f != "" {
+		if err := logInvocation(f, raw, started); err != nil {
+			return err
+		}
+	}
+	if os.Getenv("HERMESQ_EXAMPLE_FAIL") == "1" {
+		return fmt.Errorf("failing on purpose (HERMESQ_EXAMPLE_FAIL=1) for %q", in.Text)
+	}
+	// No trailing newline: the reply is exactly this line.
+	_, err = fmt.Printf("echo: %s (notes seen: %d)", in.Text, in.NotesSeen)
+	return err
+}
+
+// logInvocation appends the turn input, with this invocation's pid and times,
+// as one line to file. One write of one line: lines of concurrent handlers do
+// not interleave (O_APPEND).
+func logInvocation(file string, raw []byte, started time.Time) error {
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return err
+	}
+	obj["handler"] = map[string]any{
+		"pid":        os.Getpid(),
+		"started_at": started.UnixNano(),
+		"ended_at":   time.Now().UnixNano(),
+	}
+	var line bytes.Buffer
+	if err := json.NewEncoder(&line).Encode(obj); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("HERMESQ_EXAMPLE_LOG: %w", err)
+	}
+	if _, err := f.Write(line.Bytes()); err != nil {
+		f.Close()
+		return fmt.Errorf("HERMESQ_EXAMPLE_LOG: %w", err)
+	}
+	return f.Close()
+}
