@@ -1,0 +1,94 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Admit validates one input (every failure wraps backend.ErrInvalid) and
+// commits it with Store.Admit. Human input to an unknown session creates it
+// with the principal as owner. A duplicate is a success: the result says
+// "duplicate" and the error is nil. The request's own failure (conflict,
+// closed, forbidden) is returned both as the error and in the result's Err.
+func (s *Service) Admit(ctx context.Context, in Input) (backend.AdmitResult, error) {
+	req, err := s.request(in)
+	if err != nil {
+		return backend.AdmitResult{Err: err}, err
+	}
+	res, err := s.Store.Admit(ctx, []backend.AdmitRequest{req})
+	if err != nil {
+		return backend.AdmitResult{Err: err}, err
+	}
+	if len(res) != 1 {
+		err := fmt.Errorf("admit: store returned %d results for 1 request: %w", len(res), backend.ErrInternal)
+		return backend.AdmitResult{Err: err}, err
+	}
+	return res[0], res[0].Err
+}
+
+// AdmitBatch admits many inputs, one result each, in order. Each invalid
+// input gets its own Err (wrapping backend.ErrInvalid) and is not sent; the
+// valid ones go to ONE Store.Admit call, so a batch costs one store
+// round-trip. The returned error is for the call as a whole (store
+// unavailable): then every valid input's result carries it too and nothing
+// was admitted.
+func (s *Service) AdmitBatch(ctx context.Context, ins []Input) ([]backend.AdmitResult, error) {
+	out := make([]backend.AdmitResult, len(ins))
+	var reqs []backend.AdmitRequest
+	var at []int
+	for i, in := range ins {
+		req, err := s.request(in)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		reqs = append(reqs, req)
+		at = append(at, i)
+	}
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	res, err := s.Store.Admit(ctx, reqs)
+	if err == nil && len(res) != len(reqs) {
+		err = fmt.Errorf("admit: store returned %d results for %d requests: %w", len(res), len(reqs), backend.ErrInternal)
+	}
+	if err != nil {
+		for _, i := range at {
+			out[i].Err = err
+		}
+		return out, err
+	}
+	for j, i := range at {
+		out[i] = res[j]
+	}
+	return out, nil
+}
+
+type admitJSON struct {
+	Result         string            `json:"result"`
+	Admission      backend.Admission `json:"admission"`
+	Identities     map[string]string `json:"identities"`
+	PayloadDiffers bool              `json:"payload_differs"`
+}
+
+type errorJSON struct {
+	Error   backend.Code `json:"error"`
+	Message string       `json:"message"`
+}
+
+// AdmitJSON is the contract's admit result shape:
+// {"result","admission":{…},"identities":{…},"payload_differs":false}
+// (DESIGN §11). A result with an Err becomes the error shape
+// {"error":"<code>","message":"…"}.
+func AdmitJSON(r backend.AdmitResult) any {
+	if r.Err != nil {
+		return errorJSON{Error: backend.CodeOf(r.Err), Message: r.Err.Error()}
+	}
+	ids := r.Identities
+	if ids == nil {
+		ids = map[string]string{}
+	}
+	return admitJSON{Result: r.Result, Admission: r.Admission, Identities: ids, PayloadDiffers: r.PayloadDiffers}
+}

@@ -1,0 +1,155 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Handler is the program a turn runs (DESIGN §3).
+type Handler struct {
+	Argv    []string      // the words after `--`, or config handler.command; never a shell string
+	Timeout time.Duration // 0: none
+	Env     []string      // extra KEY=VALUE; the host environment is passed through
+}
+
+// TurnInput is the JSON written to the handler's stdin.
+type TurnInput struct {
+	Admission    backend.Admission `json:"admission"`
+	Session      string            `json:"session"`
+	Target       string            `json:"target"`
+	Text         string            `json:"text"`
+	NotesSeen    int               `json:"notes_seen"`
+	MessageCount int               `json:"message_count"`
+}
+
+// stderrTail is how much of the handler's stderr a failed turn keeps in its
+// error.
+const stderrTail = 2048
+
+// waitDelay bounds how long a killed handler's pipes may stay open (held by
+// a grandchild that escaped the process group) before they are closed.
+const waitDelay = 5 * time.Second
+
+// Why a handler process was stopped early.
+var (
+	errTimeout = errors.New("timeout")
+	errGrace   = errors.New("drain stopped")
+)
+
+// turnResult is how a handler run ended.
+type turnResult struct {
+	reply   string
+	outcome backend.Outcome // completed, failed, or interrupted (killed after the grace)
+	errText string          // for a failed or interrupted turn
+}
+
+// tailWriter keeps the last n bytes written to it.
+type tailWriter struct {
+	n   int
+	buf []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	if len(w.buf) > w.n {
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.n:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	return strings.TrimSpace(strings.ToValidUTF8(string(w.buf), ""))
+}
+
+// runHandler runs one turn's handler process: argv executed directly (never
+// through a shell), the turn input as JSON on stdin, HERMESQ_* variables in
+// its environment, stdout as the reply. It is stopped (its whole process
+// group killed) after h.Timeout, or grace after stop is done. A handler
+// that cannot be started is an error (a configuration problem, the turn is
+// not spent); everything else is a turnResult.
+func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnInput, epoch uint64) (turnResult, error) {
+	if len(h.Argv) == 0 || h.Argv[0] == "" {
+		return turnResult{}, fmt.Errorf("handler command is empty: %w", backend.ErrInvalid)
+	}
+	stdin, err := json.Marshal(in)
+	if err != nil {
+		return turnResult{}, fmt.Errorf("encode turn input: %w", backend.ErrInternal)
+	}
+	runCtx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	if h.Timeout > 0 {
+		t := time.AfterFunc(h.Timeout, func() { cancel(errTimeout) })
+		defer t.Stop()
+	}
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-finished:
+			return
+		case <-stop.Done():
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-finished:
+		case <-t.C:
+			cancel(errGrace)
+		}
+	}()
+
+	cmd := exec.CommandContext(runCtx, h.Argv[0], h.Argv[1:]...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout bytes.Buffer
+	stderr := &tailWriter{n: stderrTail}
+	cmd.Stdout = &stdout
+	cmd.Stderr = stderr
+	cmd.Env = append(cmd.Environ(), h.Env...)
+	cmd.Env = append(cmd.Env,
+		"HERMESQ_SESSION="+in.Session,
+		"HERMESQ_ADMISSION="+in.Admission.ID,
+		"HERMESQ_TARGET="+in.Target,
+		"HERMESQ_EPOCH="+strconv.FormatUint(epoch, 10),
+		"HERMESQ_KIND="+string(in.Admission.Kind),
+		"HERMESQ_PRODUCER="+in.Admission.Producer,
+	)
+	setProcessGroup(cmd)
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Start(); err != nil {
+		return turnResult{}, fmt.Errorf("start handler %q: %s: %w", h.Argv[0], oneLine(err), backend.ErrInvalid)
+	}
+	err = cmd.Wait()
+	tail := stderr.String()
+	withTail := func(s string) string {
+		if tail == "" {
+			return s
+		}
+		return s + ": " + tail
+	}
+	if err != nil {
+		switch cause := context.Cause(runCtx); {
+		case errors.Is(cause, errTimeout):
+			return turnResult{outcome: backend.OutcomeFailed, errText: withTail(fmt.Sprintf("timeout after %s", h.Timeout))}, nil
+		case errors.Is(cause, errGrace):
+			return turnResult{outcome: backend.OutcomeInterrupted, errText: withTail(fmt.Sprintf("killed %s after the drain was stopped", grace))}, nil
+		}
+		var ee *exec.ExitError
+		msg := oneLine(err)
+		if errors.As(err, &ee) {
+			msg = ee.ProcessState.String() // "exit status 3", "signal: killed"
+		}
+		return turnResult{outcome: backend.OutcomeFailed, errText: withTail("handler " + msg)}, nil
+	}
+	// Like the shell's $(…), trailing newlines are not part of the reply.
+	reply := strings.TrimRight(strings.ToValidUTF8(stdout.String(), "\uFFFD"), "\r\n")
+	return turnResult{reply: reply, outcome: backend.OutcomeCompleted}, nil
+}

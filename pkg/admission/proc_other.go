@@ -1,0 +1,9 @@
+//go:build !unix
+
+package admission
+
+import "os/exec"
+
+// setProcessGroup: without process groups, cancellation kills the handler
+// process itself (exec's default).
+func setProcessGroup(cmd *exec.Cmd) {}
