@@ -1,0 +1,190 @@
+package bbolt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Group commit. Writers of one process queue their operations; one of them
+// commits everything queued in one bbolt transaction, and whatever arrives
+// while that commit is in flight goes into the next one. There is no fixed
+// delay (unlike bolt.DB.Batch's 10 ms), so a lone caller commits at once,
+// and under load one fsync serves many callers.
+//
+// An operation checks everything before it writes: a domain error
+// (conflict, fenced, not found…) is its result, with nothing written, and
+// never a reason to roll back the other operations of the group. An
+// unexpected error (bbolt itself failing) rolls the transaction back, and
+// each operation of the group is then run again alone; operations are
+// therefore pure functions of the transaction: they may run twice, and only
+// set results that the second run overwrites.
+
+type writeOp struct {
+	fn func(*txn) error
+	// atomic: any error of fn rolls back the whole transaction (Import).
+	atomic bool
+	err    error
+	done   chan struct{}
+}
+
+type commitQueue struct {
+	store   *Store
+	mu      sync.Mutex
+	pending []*writeOp
+	leading bool
+}
+
+// update runs fn in a write transaction, grouped with concurrent writers.
+func (s *Store) update(ctx context.Context, fn func(*txn) error) error {
+	return s.group.run(ctx, &writeOp{fn: fn, done: make(chan struct{})})
+}
+
+// updateAtomic runs fn alone in a write transaction that any error of fn
+// rolls back.
+func (s *Store) updateAtomic(ctx context.Context, fn func(*txn) error) error {
+	return s.group.run(ctx, &writeOp{fn: fn, atomic: true, done: make(chan struct{})})
+}
+
+func (q *commitQueue) run(ctx context.Context, op *writeOp) error {
+	q.mu.Lock()
+	q.pending = append(q.pending, op)
+	lead := !q.leading
+	if lead {
+		q.leading = true
+	}
+	q.mu.Unlock()
+	if lead {
+		q.lead(ctx)
+	}
+	<-op.done
+	return op.err
+}
+
+// lead commits the queued operations, then hands leadership on to a new
+// goroutine if more arrived, so the caller that led returns promptly.
+func (q *commitQueue) lead(ctx context.Context) {
+	q.mu.Lock()
+	batch := q.pending
+	q.pending = nil
+	q.mu.Unlock()
+	q.commit(context.WithoutCancel(ctx), batch)
+	q.mu.Lock()
+	more := len(q.pending) > 0
+	if !more {
+		q.leading = false
+	}
+	q.mu.Unlock()
+	if more {
+		go q.lead(context.Background())
+	}
+}
+
+func (q *commitQueue) commit(ctx context.Context, batch []*writeOp) {
+	s := q.store
+	var touched map[string]struct{}
+	err := q.tryCommit(ctx, batch, &touched)
+	if errors.Is(err, errRetryAlone) {
+		if len(batch) > 1 {
+			for _, op := range batch {
+				q.commit(ctx, []*writeOp{op})
+			}
+			return
+		}
+		err = nil // batch[0].err holds the failure
+	} else if err != nil {
+		for _, op := range batch {
+			op.err = err
+		}
+	}
+	if err == nil && len(touched) > 0 {
+		s.local.notify()
+	}
+	for _, op := range batch {
+		close(op.done)
+	}
+}
+
+// errRetryAlone marks a transaction rolled back because one operation
+// failed unexpectedly.
+var errRetryAlone = errors.New("retry alone")
+
+func (q *commitQueue) tryCommit(ctx context.Context, batch []*writeOp, touched *map[string]struct{}) (err error) {
+	s := q.store
+	db, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	panicked := false
+	defer func() { s.release(panicked) }()
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = true
+			err = fmt.Errorf("bbolt: write %s: corrupt store (%v): %w", s.path, r, backend.ErrInternal)
+		}
+	}()
+	err = db.Update(func(tx *bolt.Tx) error {
+		t := &txn{tx: tx, write: true}
+		for _, op := range batch {
+			op.err = wrapBolt(s.path, op.fn(t))
+			if op.err != nil && (op.atomic || !isDomain(op.err)) {
+				return errRetryAlone
+			}
+		}
+		*touched = t.touched
+		return t.logChanges()
+	})
+	if err != nil && !errors.Is(err, errRetryAlone) {
+		return wrapBolt(s.path, err)
+	}
+	return err
+}
+
+// isDomain reports whether err is a result of the contract (the operation
+// wrote nothing) rather than a failure of the store.
+func isDomain(err error) bool {
+	switch backend.CodeOf(err) {
+	case backend.CodeInvalid, backend.CodeNotFound, backend.CodeConflict, backend.CodeFenced, backend.CodeForbidden:
+		return true
+	}
+	return false
+}
+
+// localNotifier wakes this process's subscribers after its own commits.
+type localNotifier struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+func (n *localNotifier) add() chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.subs == nil {
+		n.subs = map[chan struct{}]struct{}{}
+	}
+	ch := make(chan struct{}, 1)
+	n.subs[ch] = struct{}{}
+	return ch
+}
+
+func (n *localNotifier) remove(ch chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.subs, ch)
+}
+
+func (n *localNotifier) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

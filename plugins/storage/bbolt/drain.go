@@ -1,0 +1,430 @@
+package bbolt
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// DefaultLeaseTTL is the drain lease TTL when a request gives none.
+const DefaultLeaseTTL = 30 * time.Second
+
+// GetAdmission returns one admission.
+func (s *Store) GetAdmission(ctx context.Context, id string) (backend.Admission, error) {
+	var out backend.Admission
+	err := s.view(ctx, func(t *txn) error {
+		_, _, a, err := t.admission(id)
+		if err != nil {
+			return err
+		}
+		out = a.admission()
+		return nil
+	})
+	return out, err
+}
+
+// ListAdmissions returns a session's admissions in seq order, filtered.
+func (s *Store) ListAdmissions(ctx context.Context, session string, f backend.AdmissionFilter) ([]backend.Admission, error) {
+	var out []backend.Admission
+	err := s.view(ctx, func(t *txn) error {
+		out = nil
+		sb, _, err := t.session(session)
+		if err != nil {
+			return err
+		}
+		match := func(a *admRec) bool {
+			if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, backend.Status(a.Status)) {
+				return false
+			}
+			return len(f.Outcomes) == 0 || slices.Contains(f.Outcomes, backend.Outcome(a.Outcome))
+		}
+		// Walk the queued index when only queued admissions are asked for
+		// (the drainer's head lookup); else every admission.
+		index := sb.Bucket(subAdmissions)
+		if len(f.Statuses) == 1 && f.Statuses[0] == backend.StatusQueued {
+			index = sb.Bucket(subQueued)
+		}
+		c := index.Cursor()
+		for k, _ := c.Seek(u64(f.AfterSeq + 1)); k != nil; k, _ = c.Next() {
+			if f.Limit > 0 && len(out) >= f.Limit {
+				break
+			}
+			a, err := t.admissionAt(sb, fromU64(k))
+			if err != nil {
+				return err
+			}
+			if match(a) {
+				out = append(out, a.admission())
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// FindIdentity returns the admission holding identity in one session, or in
+// any session (the first by session id) when session is empty.
+func (s *Store) FindIdentity(ctx context.Context, session, identity string) (backend.Admission, error) {
+	var out backend.Admission
+	err := s.view(ctx, func(t *txn) error {
+		look := func(name []byte) (bool, error) {
+			sb := t.sessionBucket(string(name))
+			id := sb.Bucket(subIdentities).Get([]byte(identity))
+			if id == nil {
+				return false, nil
+			}
+			a, err := t.admissionByID(sb, id)
+			if err != nil {
+				return false, err
+			}
+			out = a.admission()
+			return true, nil
+		}
+		if session != "" {
+			if t.sessionBucket(session) == nil {
+				return backend.Errorf(backend.ErrNotFound, "session %s", session)
+			}
+			if ok, err := look([]byte(session)); ok || err != nil {
+				return err
+			}
+		} else {
+			c := t.tx.Bucket(bucketSessions).Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if v != nil {
+					continue
+				}
+				if ok, err := look(k); ok || err != nil {
+					return err
+				}
+			}
+		}
+		return backend.Errorf(backend.ErrNotFound, "identity %q", identity)
+	})
+	return out, err
+}
+
+// AcquireLease takes the drain lease at epoch+1; admissions left running by
+// an older epoch become unknown in the same transaction.
+func (s *Store) AcquireLease(ctx context.Context, req backend.LeaseRequest) (backend.Lease, error) {
+	now := nowOr(req.Now)
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	var out backend.Lease
+	err := s.update(ctx, func(t *txn) error {
+		sb, rec, err := t.session(req.Session)
+		if err != nil {
+			return err
+		}
+		if rec.LeaseHolder != "" && rec.LeaseHolder != req.Holder && now.Before(rec.LeaseExpiresAt) {
+			return fmt.Errorf("bbolt: acquire lease of session %s: held by %s until %s: %w",
+				req.Session, rec.LeaseHolder, rec.LeaseExpiresAt.Format(time.RFC3339), backend.ErrLeaseHeld)
+		}
+		rec.Epoch++
+		rec.LeaseHolder, rec.LeaseExpiresAt = req.Holder, now.Add(ttl)
+		out = backend.Lease{Session: req.Session, Holder: req.Holder, Epoch: rec.Epoch, ExpiresAt: rec.LeaseExpiresAt}
+		var running []uint64
+		_ = sb.Bucket(subActive).ForEach(func(k, _ []byte) error {
+			running = append(running, fromU64(k))
+			return nil
+		})
+		for _, seq := range running {
+			a, err := t.admissionAt(sb, seq)
+			if err != nil {
+				return err
+			}
+			if a.Status != string(backend.StatusRunning) {
+				continue
+			}
+			if err := t.setStatus(sb, rec, a, backend.StatusUnknown); err != nil {
+				return err
+			}
+			if err := t.putAdmission(sb, a); err != nil {
+				return err
+			}
+			out.Recovered = append(out.Recovered, a.ID)
+		}
+		return t.putSession(sb, rec)
+	})
+	return out, err
+}
+
+// RenewLease extends the lease held by (holder, epoch).
+func (s *Store) RenewLease(ctx context.Context, req backend.LeaseRequest) (backend.Lease, error) {
+	now := nowOr(req.Now)
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	var out backend.Lease
+	err := s.update(ctx, func(t *txn) error {
+		sb, rec, err := t.session(req.Session)
+		if err != nil {
+			return err
+		}
+		if rec.Epoch != req.Epoch || rec.LeaseHolder != req.Holder {
+			return fmt.Errorf("bbolt: renew lease of session %s: epoch %d of %q, current %d of %q: %w",
+				req.Session, req.Epoch, req.Holder, rec.Epoch, rec.LeaseHolder, backend.ErrFenced)
+		}
+		rec.LeaseExpiresAt = now.Add(ttl)
+		out = backend.Lease{Session: req.Session, Holder: req.Holder, Epoch: rec.Epoch, ExpiresAt: rec.LeaseExpiresAt}
+		return t.putSession(sb, rec)
+	})
+	return out, err
+}
+
+// ReleaseLease gives up the lease of (holder, epoch), if still held.
+func (s *Store) ReleaseLease(ctx context.Context, req backend.LeaseRequest) error {
+	return s.update(ctx, func(t *txn) error {
+		sb, rec, err := t.session(req.Session)
+		if err != nil {
+			return err
+		}
+		if rec.Epoch != req.Epoch || rec.LeaseHolder != req.Holder {
+			return nil
+		}
+		rec.LeaseHolder, rec.LeaseExpiresAt = "", time.Time{}
+		return t.putSession(sb, rec)
+	})
+}
+
+// checkHead verifies that id may start now under epoch: the epoch is
+// current, nothing runs, and id is the FIFO head.
+func (t *txn) checkHead(op string, sb *bolt.Bucket, rec *sessionRec, id string, epoch uint64) (*admRec, error) {
+	if epoch != rec.Epoch {
+		return nil, fmt.Errorf("bbolt: %s %s: epoch %d, session %s is at epoch %d: %w", op, id, epoch, rec.ID, rec.Epoch, backend.ErrFenced)
+	}
+	if rec.Running+rec.Unknown > 0 {
+		return nil, fmt.Errorf("bbolt: %s %s: session %s has %d running, %d unknown: %w", op, id, rec.ID, rec.Running, rec.Unknown, backend.ErrBusy)
+	}
+	seq := t.head(sb)
+	if seq == 0 {
+		if _, _, err := t.locate(id); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("bbolt: %s %s: session %s has nothing queued: %w", op, id, rec.ID, backend.ErrNotHead)
+	}
+	a, err := t.admissionAt(sb, seq)
+	if err != nil {
+		return nil, err
+	}
+	if a.ID != id {
+		if _, _, err := t.locate(id); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("bbolt: %s %s: the head of session %s is %s: %w", op, id, rec.ID, a.ID, backend.ErrNotHead)
+	}
+	return a, nil
+}
+
+// Claim moves the FIFO head to running under (epoch, generation+1).
+func (s *Store) Claim(ctx context.Context, req backend.ClaimRequest) (backend.Admission, error) {
+	now := nowOr(req.Now)
+	var out backend.Admission
+	err := s.update(ctx, func(t *txn) error {
+		sb, rec, err := t.session(req.Session)
+		if err != nil {
+			return err
+		}
+		a, err := t.checkHead("claim", sb, rec, req.AdmissionID, req.Epoch)
+		if err != nil {
+			return err
+		}
+		rec.Generation++
+		if err := t.setStatus(sb, rec, a, backend.StatusRunning); err != nil {
+			return err
+		}
+		a.Epoch, a.Generation, a.StartedAt = rec.Epoch, rec.Generation, now
+		a.Mode, a.DeliveredTo = string(req.Mode), req.DeliveredTo
+		if err := t.putAdmission(sb, a); err != nil {
+			return err
+		}
+		out = a.admission()
+		return t.putSession(sb, rec)
+	})
+	return out, err
+}
+
+// checkRunning verifies that a settle or requeue of req is not fenced.
+func (t *txn) checkRunning(op string, req backend.SettleRequest) (*bolt.Bucket, *sessionRec, *admRec, error) {
+	sb, rec, err := t.session(req.Session)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if req.Epoch != rec.Epoch || req.Generation != rec.Generation {
+		return nil, nil, nil, fmt.Errorf("bbolt: %s %s: (epoch %d, generation %d), session %s is at (%d, %d): %w",
+			op, req.AdmissionID, req.Epoch, req.Generation, rec.ID, rec.Epoch, rec.Generation, backend.ErrFenced)
+	}
+	_, _, a, err := t.admission(req.AdmissionID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if a.Session != req.Session || a.Status != string(backend.StatusRunning) || a.Epoch != req.Epoch || a.Generation != req.Generation {
+		return nil, nil, nil, fmt.Errorf("bbolt: %s %s: it is %s under (epoch %d, generation %d): %w",
+			op, req.AdmissionID, a.Status, a.Epoch, a.Generation, backend.ErrFenced)
+	}
+	return sb, rec, a, nil
+}
+
+var validOutcomes = []backend.Outcome{backend.OutcomeCompleted, backend.OutcomeFailed, backend.OutcomeInterrupted, backend.OutcomeCancelled}
+
+// Settle ends an admission and appends its messages in one transaction.
+func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
+	if !slices.Contains(validOutcomes, req.Outcome) {
+		return backend.Admission{}, backend.Errorf(backend.ErrInvalid, "bbolt: settle %s: outcome %q", req.AdmissionID, req.Outcome)
+	}
+	now := nowOr(req.Now)
+	var out backend.Admission
+	err := s.update(ctx, func(t *txn) error {
+		var (
+			sb  *bolt.Bucket
+			rec *sessionRec
+			a   *admRec
+			err error
+		)
+		if req.Direct {
+			if sb, rec, err = t.session(req.Session); err != nil {
+				return err
+			}
+			if a, err = t.checkHead("settle", sb, rec, req.AdmissionID, req.Epoch); err != nil {
+				return err
+			}
+		} else if sb, rec, a, err = t.checkRunning("settle", req); err != nil {
+			return err
+		}
+		// Load every target transcript before writing anything.
+		trs := map[string]*backend.Transcript{}
+		for _, m := range req.Messages {
+			if trs[m.Transcript] != nil {
+				continue
+			}
+			tr, err := t.transcript(m.Transcript)
+			if err != nil {
+				return fmt.Errorf("bbolt: settle %s: %w", req.AdmissionID, err)
+			}
+			trs[m.Transcript] = tr
+		}
+		if req.Direct {
+			rec.Generation++
+			a.Epoch, a.Generation, a.StartedAt = rec.Epoch, rec.Generation, now
+		}
+		if err := t.setStatus(sb, rec, a, backend.StatusDone); err != nil {
+			return err
+		}
+		a.Outcome, a.SettledAt, a.Error = string(req.Outcome), now, req.Error
+		if req.Mode != "" {
+			a.Mode = string(req.Mode)
+		}
+		if req.DeliveredTo != "" {
+			a.DeliveredTo = req.DeliveredTo
+		}
+		for _, m := range req.Messages {
+			tr := trs[m.Transcript]
+			if _, err := t.appendMessage(tr, backend.Message{
+				Role: m.Role, Content: m.Content, AdmissionID: a.ID, CreatedAt: now, Metadata: m.Metadata,
+			}); err != nil {
+				return err
+			}
+		}
+		for _, tr := range trs {
+			if err := t.putTranscript(tr); err != nil {
+				return err
+			}
+		}
+		if err := t.putAdmission(sb, a); err != nil {
+			return err
+		}
+		out = a.admission()
+		return t.putSession(sb, rec)
+	})
+	return out, err
+}
+
+// Requeue gives a running admission back to the queue at its seq.
+func (s *Store) Requeue(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
+	var out backend.Admission
+	err := s.update(ctx, func(t *txn) error {
+		sb, rec, a, err := t.checkRunning("requeue", req)
+		if err != nil {
+			return err
+		}
+		if err := t.setStatus(sb, rec, a, backend.StatusQueued); err != nil {
+			return err
+		}
+		a.StartedAt, a.Mode, a.DeliveredTo = time.Time{}, "", ""
+		if err := t.putAdmission(sb, a); err != nil {
+			return err
+		}
+		out = a.admission()
+		return t.putSession(sb, rec)
+	})
+	return out, err
+}
+
+// Resolve settles an unknown admission, or puts it back in the queue.
+func (s *Store) Resolve(ctx context.Context, id string, as backend.Resolution, now time.Time) (backend.Admission, error) {
+	switch as {
+	case backend.ResolveCompleted, backend.ResolveInterrupted, backend.ResolveRequeue:
+	default:
+		return backend.Admission{}, backend.Errorf(backend.ErrInvalid, "bbolt: resolve %s: resolution %q", id, as)
+	}
+	now = nowOr(now)
+	var out backend.Admission
+	err := s.update(ctx, func(t *txn) error {
+		sb, rec, a, err := t.admission(id)
+		if err != nil {
+			return err
+		}
+		if a.Status != string(backend.StatusUnknown) {
+			return backend.Errorf(backend.ErrConflict, "bbolt: resolve %s: it is %s, not unknown", id, a.Status)
+		}
+		if as == backend.ResolveRequeue {
+			if err := t.setStatus(sb, rec, a, backend.StatusQueued); err != nil {
+				return err
+			}
+			a.StartedAt, a.Mode, a.DeliveredTo = time.Time{}, "", ""
+		} else {
+			if err := t.setStatus(sb, rec, a, backend.StatusDone); err != nil {
+				return err
+			}
+			a.Outcome, a.SettledAt = string(as), now
+		}
+		if err := t.putAdmission(sb, a); err != nil {
+			return err
+		}
+		out = a.admission()
+		return t.putSession(sb, rec)
+	})
+	return out, err
+}
+
+// Cancel settles a queued admission as cancelled.
+func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (backend.Admission, error) {
+	now = nowOr(now)
+	var out backend.Admission
+	err := s.update(ctx, func(t *txn) error {
+		sb, rec, a, err := t.admission(id)
+		if err != nil {
+			return err
+		}
+		if a.Status != string(backend.StatusQueued) {
+			return backend.Errorf(backend.ErrConflict, "bbolt: cancel %s: it is %s, not queued", id, a.Status)
+		}
+		if err := t.setStatus(sb, rec, a, backend.StatusDone); err != nil {
+			return err
+		}
+		a.Outcome, a.SettledAt = string(backend.OutcomeCancelled), now
+		if err := t.putAdmission(sb, a); err != nil {
+			return err
+		}
+		out = a.admission()
+		return t.putSession(sb, rec)
+	})
+	return out, err
+}

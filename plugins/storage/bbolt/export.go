@@ -1,0 +1,234 @@
+package bbolt
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Export reads a consistent snapshot of the store in one read transaction,
+// then calls fn with each record outside it, so a slow writer of the
+// records never keeps the file locked.
+func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error {
+	var recs []backend.Record
+	err := s.view(ctx, func(t *txn) error {
+		recs = nil
+		c := t.tx.Bucket(bucketSessions).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if v != nil {
+				continue
+			}
+			sb, rec, err := t.session(string(k))
+			if err != nil {
+				return err
+			}
+			recs = append(recs, backend.Record{Session: &backend.SessionRecord{
+				ID: rec.ID, Owner: rec.Owner, Grants: slices.Clone(rec.Grants), CurrentTranscript: rec.CurrentTranscript,
+				Epoch: rec.Epoch, Generation: rec.Generation, NextSeq: rec.NextSeq, CreatedAt: utc(rec.CreatedAt),
+			}})
+			var tids []string
+			_ = sb.Bucket(subTranscripts).ForEach(func(k, _ []byte) error {
+				tids = append(tids, string(k))
+				return nil
+			})
+			for _, tid := range tids {
+				tr, err := t.transcript(tid)
+				if err != nil {
+					return err
+				}
+				recs = append(recs, backend.Record{Transcript: tr})
+				if mb := t.tx.Bucket(bucketMessages).Bucket([]byte(tid)); mb != nil {
+					if err := mb.ForEach(func(_, v []byte) error {
+						var m backend.Message
+						if err := decode("message", v, &m); err != nil {
+							return err
+						}
+						recs = append(recs, backend.Record{Message: &m})
+						return nil
+					}); err != nil {
+						return err
+					}
+				}
+			}
+			if err := sb.Bucket(subAdmissions).ForEach(func(_, v []byte) error {
+				var a admRec
+				if err := decode("admission", v, &a); err != nil {
+					return err
+				}
+				adm := a.admission()
+				recs = append(recs, backend.Record{Admission: &adm})
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Import writes exported records in one transaction: all of them, or none
+// when one conflicts with what the store holds.
+func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
+	return s.updateAtomic(ctx, func(t *txn) error {
+		for i, r := range recs {
+			var err error
+			switch {
+			case r.Session != nil:
+				err = t.importSession(r.Session)
+			case r.Transcript != nil:
+				err = t.importTranscript(r.Transcript)
+			case r.Message != nil:
+				err = t.importMessage(r.Message)
+			case r.Admission != nil:
+				err = t.importAdmission(r.Admission)
+			default:
+				err = backend.Errorf(backend.ErrInvalid, "empty record")
+			}
+			if err != nil {
+				return fmt.Errorf("bbolt: import record %d: %w", i+1, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (t *txn) importSession(r *backend.SessionRecord) error {
+	if err := backend.ValidateID("session", r.ID); err != nil {
+		return err
+	}
+	if sb := t.sessionBucket(r.ID); sb != nil {
+		_, old, err := t.session(r.ID)
+		if err != nil {
+			return err
+		}
+		if old.Owner != r.Owner || !slices.Equal(old.Grants, r.Grants) || old.CurrentTranscript != r.CurrentTranscript ||
+			old.Epoch != r.Epoch || old.Generation != r.Generation || old.NextSeq != r.NextSeq || !old.CreatedAt.Equal(r.CreatedAt) {
+			return backend.Errorf(backend.ErrConflict, "session %s exists with other content", r.ID)
+		}
+		return nil
+	}
+	_, err := t.createSession(&sessionRec{
+		ID: r.ID, Owner: r.Owner, Grants: slices.Clone(r.Grants), CurrentTranscript: r.CurrentTranscript,
+		Epoch: r.Epoch, Generation: r.Generation, NextSeq: r.NextSeq, CreatedAt: utc(r.CreatedAt),
+	})
+	return err
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := encode(a)
+	y, err2 := encode(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+func (t *txn) importTranscript(r *backend.Transcript) error {
+	if err := backend.ValidateID("transcript", r.ID); err != nil {
+		return err
+	}
+	tr := *r
+	tr.EndedAt, tr.CreatedAt = utc(tr.EndedAt), utc(tr.CreatedAt)
+	if old, err := t.transcript(r.ID); err == nil {
+		if !sameJSON(old, &tr) {
+			return backend.Errorf(backend.ErrConflict, "transcript %s exists with other content", r.ID)
+		}
+		return nil
+	}
+	sb := t.sessionBucket(tr.Session)
+	if sb == nil {
+		return backend.Errorf(backend.ErrInvalid, "transcript %s: session %s not imported before it", tr.ID, tr.Session)
+	}
+	return t.createTranscript(sb, &tr)
+}
+
+func (t *txn) importMessage(r *backend.Message) error {
+	tr, err := t.transcript(r.Transcript)
+	if err != nil {
+		return backend.Errorf(backend.ErrInvalid, "message %d: transcript %s not imported before it", r.Seq, r.Transcript)
+	}
+	if r.Seq == 0 {
+		return backend.Errorf(backend.ErrInvalid, "message of transcript %s: seq 0", r.Transcript)
+	}
+	m := *r
+	m.CreatedAt = utc(m.CreatedAt)
+	mb, err := t.tx.Bucket(bucketMessages).CreateBucketIfNotExists([]byte(r.Transcript))
+	if err != nil {
+		return err
+	}
+	v, err := encode(&m)
+	if err != nil {
+		return err
+	}
+	if old := mb.Get(u64(m.Seq)); old != nil {
+		if !bytes.Equal(old, v) {
+			return backend.Errorf(backend.ErrConflict, "message %d of transcript %s exists with other content", m.Seq, m.Transcript)
+		}
+		return nil
+	}
+	t.touch(tr.Session)
+	return mb.Put(u64(m.Seq), v)
+}
+
+func (t *txn) importAdmission(r *backend.Admission) error {
+	a := toAdmRec(*r)
+	if old, err := t.tx.Bucket(bucketAdmissions).Get([]byte(a.ID)), error(nil); old != nil && err == nil {
+		_, _, cur, err := t.admission(a.ID)
+		if err != nil {
+			return err
+		}
+		if !sameJSON(cur, &a) {
+			return backend.Errorf(backend.ErrConflict, "admission %s exists with other content", a.ID)
+		}
+		return nil
+	}
+	sb, rec, err := t.session(a.Session)
+	if err != nil {
+		return backend.Errorf(backend.ErrInvalid, "admission %s: session %s not imported before it", a.ID, a.Session)
+	}
+	if a.ID == "" || a.Seq == 0 {
+		return backend.Errorf(backend.ErrInvalid, "admission without id or seq")
+	}
+	if sb.Bucket(subAdmissions).Get(u64(a.Seq)) != nil {
+		return backend.Errorf(backend.ErrConflict, "admission %s: seq %d of session %s is another admission", a.ID, a.Seq, a.Session)
+	}
+	if a.Seq >= rec.NextSeq {
+		rec.NextSeq = a.Seq + 1
+	}
+	status := backend.Status(a.Status)
+	a.Status = "" // setStatus counts it in from nothing
+	if err := t.setStatus(sb, rec, &a, status); err != nil {
+		return err
+	}
+	if err := t.putAdmission(sb, &a); err != nil {
+		return err
+	}
+	if err := t.tx.Bucket(bucketAdmissions).Put([]byte(a.ID), locationValue(a.Session, a.Seq)); err != nil {
+		return err
+	}
+	if a.Kind == string(backend.KindAutomation) {
+		for _, ident := range a.Identities {
+			if err := sb.Bucket(subIdentities).Put([]byte(ident), []byte(a.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	if a.Kind == string(backend.KindHuman) && a.RequestID != "" {
+		if err := sb.Bucket(subRequests).Put(requestKey(a.Principal, a.RequestID), []byte(a.ID)); err != nil {
+			return err
+		}
+	}
+	return t.putSession(sb, rec)
+}

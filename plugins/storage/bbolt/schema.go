@@ -1,0 +1,98 @@
+package bbolt
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// Schema of a hermesq bbolt file. Every bucket and fixed key is named here,
+// once. Integer keys are big-endian so cursor order is numeric order.
+//
+//	meta/                      magic, schema version
+//	sessions/<session id>/     one nested bucket per session:
+//	    session                JSON sessionRec (durable fields and counters)
+//	    adm/<seq>              JSON admRec, by FIFO position
+//	    ident/<identity>       admission id holding the identity
+//	    req/<principal\0rid>   admission id of a human request id
+//	    queued/<seq>           status index: queued admissions (the FIFO)
+//	    active/<seq>           status index: running or unknown admissions
+//	    viewers/<viewer id>    expiry, unix nanoseconds
+//	    transcripts/<id>       the session's transcripts (an index)
+//	transcripts/<id>           JSON backend.Transcript
+//	messages/<transcript>/<seq> JSON backend.Message
+//	admissions/<id>            session id \0 seq: where an admission lives
+//	changes/<n>                session id written by change n (a bounded log
+//	                           that Subscribe reads to name changed sessions)
+const (
+	// schemaVersion is written on creation and checked on every open; a
+	// file with a newer version is refused.
+	schemaVersion uint64 = 1
+	// storeMagic marks a bbolt file as a hermesq store.
+	storeMagic = "hermesq"
+	// changeLogSize bounds the change log; a subscriber further behind
+	// treats every session as changed.
+	changeLogSize = 4096
+)
+
+var (
+	bucketMeta        = []byte("meta")
+	bucketSessions    = []byte("sessions")
+	bucketTranscripts = []byte("transcripts")
+	bucketMessages    = []byte("messages")
+	bucketAdmissions  = []byte("admissions")
+	bucketChanges     = []byte("changes")
+
+	topBuckets = [][]byte{bucketMeta, bucketSessions, bucketTranscripts, bucketMessages, bucketAdmissions, bucketChanges}
+
+	keyMagic  = []byte("magic")
+	keySchema = []byte("schema")
+
+	keySession           = []byte("session")
+	subAdmissions        = []byte("adm")
+	subIdentities        = []byte("ident")
+	subRequests          = []byte("req")
+	subQueued            = []byte("queued")
+	subActive            = []byte("active")
+	subViewers           = []byte("viewers")
+	subTranscripts       = []byte("transcripts")
+	sessionSubBuckets    = [][]byte{subAdmissions, subIdentities, subRequests, subQueued, subActive, subViewers, subTranscripts}
+	emptyValue           = []byte{}
+	requestKeySeparator  = []byte{0}
+	locationKeySeparator = byte(0)
+)
+
+// u64 encodes n as an 8-byte big-endian key.
+func u64(n uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, n)
+	return b
+}
+
+// fromU64 decodes an 8-byte big-endian key; 0 for anything else.
+func fromU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// requestKey is the req/ key of a human (principal, request id).
+func requestKey(principal, requestID string) []byte {
+	return bytes.Join([][]byte{[]byte(principal), []byte(requestID)}, requestKeySeparator)
+}
+
+// locationValue is the admissions/ value: session id \0 seq.
+func locationValue(session string, seq uint64) []byte {
+	b := make([]byte, 0, len(session)+9)
+	b = append(b, session...)
+	b = append(b, locationKeySeparator)
+	return append(b, u64(seq)...)
+}
+
+// parseLocation splits an admissions/ value.
+func parseLocation(v []byte) (session string, seq uint64, ok bool) {
+	if len(v) < 9 || v[len(v)-9] != locationKeySeparator {
+		return "", 0, false
+	}
+	return string(v[:len(v)-9]), fromU64(v[len(v)-8:]), true
+}

@@ -1,0 +1,325 @@
+// Package bbolt is the single-machine hermesq store: one bbolt file.
+//
+// bbolt lets one process at a time open a file, and every hermesq command
+// is its own process, so the store never holds the file open between
+// operations: an operation opens it (waiting for the lock at most
+// Options.Timeout, then ErrUnavailable) and the last operation in flight in
+// the process closes it. Concurrent goroutines share the open handle, and
+// their writes are grouped into few commits (see commit.go).
+package bbolt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// DefaultTimeout bounds the wait for the file lock when Options.Timeout is 0.
+const DefaultTimeout = 10 * time.Second
+
+// maxHold is how long a process keeps the file open while its own
+// operations keep arriving; past it, new operations wait until the file
+// has been closed once, so other processes get their turn.
+const maxHold = 100 * time.Millisecond
+
+// Store is a hermesq store in one bbolt file. It implements backend.Store.
+type Store struct {
+	path    string
+	timeout time.Duration
+
+	mu       sync.Mutex
+	db       *bolt.DB
+	lock     *fileLock
+	refs     int
+	openedAt time.Time
+	opening  chan struct{} // closed when an open in progress ends
+	closing  chan struct{} // closed when the open handle is next closed
+	poisoned bool          // a panic happened: close the handle after use
+	closed   bool
+
+	group commitQueue
+	local localNotifier
+}
+
+var _ backend.Store = (*Store)(nil)
+
+// Open returns the store kept in the bbolt file at path, creating the file
+// (mode 0600) and its directory (0700) on first use. It opens the file once
+// to check that it is a hermesq store of a known schema version, then
+// closes it again.
+func Open(ctx context.Context, path string, opts backend.Options) (*Store, error) {
+	if path == "" || !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("bbolt: store path %q is not absolute: %w", path, backend.ErrInvalid)
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	s := &Store{path: filepath.Clean(path), timeout: timeout}
+	s.group.store = s
+	if err := s.view(ctx, func(*txn) error { return nil }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Opener opens a store from a bbolt:///abs/path.db URL. It knows no query
+// parameters and refuses relative paths.
+func Opener(ctx context.Context, u *url.URL, opts backend.Options) (backend.Store, error) {
+	if u.Scheme != "bbolt" {
+		return nil, fmt.Errorf("bbolt: store url %q: scheme is not bbolt: %w", u.Redacted(), backend.ErrInvalid)
+	}
+	if err := backend.CheckQuery(u); err != nil {
+		return nil, fmt.Errorf("bbolt: %w", err)
+	}
+	if u.Host != "" || u.Opaque != "" || u.User != nil {
+		return nil, fmt.Errorf("bbolt: store url %q: want bbolt:///absolute/path.db: %w", u.Redacted(), backend.ErrInvalid)
+	}
+	if !filepath.IsAbs(u.Path) {
+		return nil, fmt.Errorf("bbolt: store url %q: path is not absolute: %w", u.Redacted(), backend.ErrInvalid)
+	}
+	return Open(ctx, u.Path, opts)
+}
+
+// DefaultPath is $XDG_STATE_HOME/hermesq/hermesq.db, with XDG_STATE_HOME
+// defaulting to ~/.local/state.
+func DefaultPath() (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" || !filepath.IsAbs(dir) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("bbolt: default store path: %v: %w", err, backend.ErrInvalid)
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "hermesq", "hermesq.db"), nil
+}
+
+// Path returns the file the store lives in.
+func (s *Store) Path() string { return s.path }
+
+// Close waits for nothing: operations in flight finish, and the file is
+// closed when the last one ends. Later operations fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// acquire returns the open handle, opening the file if no operation of the
+// process has it open. Every acquire is paired with a release.
+func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
+	s.mu.Lock()
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("bbolt: store %s is closed: %w", s.path, backend.ErrInvalid)
+		}
+		if s.db != nil && (time.Since(s.openedAt) < maxHold || s.refs == 0) {
+			s.refs++
+			db := s.db
+			s.mu.Unlock()
+			return db, nil
+		}
+		var wait chan struct{}
+		switch {
+		case s.db != nil:
+			// Held long enough: let the file close so other processes
+			// can take their turn, then reopen.
+			if s.closing == nil {
+				s.closing = make(chan struct{})
+			}
+			wait = s.closing
+		case s.opening != nil:
+			wait = s.opening
+		}
+		if wait != nil {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("bbolt: open %s: %v: %w", s.path, ctx.Err(), backend.ErrUnavailable)
+			}
+			s.mu.Lock()
+			continue
+		}
+		s.opening = make(chan struct{})
+		s.mu.Unlock()
+		db, lock, err := s.openFile(ctx)
+		s.mu.Lock()
+		close(s.opening)
+		s.opening = nil
+		if err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.db, s.lock, s.refs, s.openedAt, s.poisoned = db, lock, 1, time.Now(), false
+		s.mu.Unlock()
+		return db, nil
+	}
+}
+
+// release ends one acquire; the last one closes the file and drops the lock.
+func (s *Store) release(panicked bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refs--
+	if panicked {
+		s.poisoned = true
+	}
+	if s.refs > 0 {
+		return
+	}
+	_ = safeClose(s.db)
+	s.lock.unlock()
+	s.db, s.lock = nil, nil
+	if s.closing != nil {
+		close(s.closing)
+		s.closing = nil
+	}
+}
+
+func safeClose(db *bolt.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic closing: %v", r)
+		}
+	}()
+	return db.Close()
+}
+
+// openFile takes the sidecar lock, opens the bbolt file and checks (or, for
+// a new file, writes) the schema.
+func (s *Store) openFile(ctx context.Context) (db *bolt.DB, lock *fileLock, err error) {
+	deadline := time.Now().Add(s.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("bbolt: open %s: %v: %w", s.path, err, backend.ErrInternal)
+	}
+	if fi, err := os.Stat(s.path); err == nil && fi.IsDir() {
+		return nil, nil, fmt.Errorf("bbolt: open %s: is a directory: %w", s.path, backend.ErrInternal)
+	}
+	lock, err = lockFile(ctx, s.path+".lock", deadline)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bbolt: open %s: corrupt file (%v): %w", s.path, r, backend.ErrInternal)
+		}
+		if err != nil {
+			if db != nil {
+				_ = safeClose(db)
+				db = nil
+			}
+			lock.unlock()
+			lock = nil
+		}
+	}()
+	remaining := time.Until(deadline)
+	if remaining < time.Millisecond {
+		remaining = time.Millisecond
+	}
+	db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: remaining, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		switch {
+		case errors.Is(err, bolterrors.ErrTimeout):
+			return nil, nil, fmt.Errorf("bbolt: open %s: locked by another process for %v: %w", s.path, s.timeout, backend.ErrUnavailable)
+		case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, bolterrors.ErrChecksum):
+			return nil, nil, fmt.Errorf("bbolt: open %s: not a bbolt file or corrupt (%v): %w", s.path, err, backend.ErrInternal)
+		default:
+			return nil, nil, fmt.Errorf("bbolt: open %s: %v: %w", s.path, err, backend.ErrInternal)
+		}
+	}
+	if err := checkSchema(db, s.path); err != nil {
+		return db, lock, err
+	}
+	return db, lock, nil
+}
+
+// checkSchema verifies the magic and schema version, and creates the
+// buckets of an empty file.
+func checkSchema(db *bolt.DB, path string) error {
+	var state int // 0 ok, 1 empty file, 2 needs buckets
+	err := db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			empty := true
+			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if !empty {
+				return fmt.Errorf("bbolt: open %s: a bbolt file but not a hermesq store: %w", path, backend.ErrInternal)
+			}
+			state = 1
+			return nil
+		}
+		if string(meta.Get(keyMagic)) != storeMagic {
+			return fmt.Errorf("bbolt: open %s: not a hermesq store: %w", path, backend.ErrInternal)
+		}
+		if v := fromU64(meta.Get(keySchema)); v == 0 || v > schemaVersion {
+			return fmt.Errorf("bbolt: open %s: schema version %d, this hermesq knows up to %d (upgrade hermesq): %w", path, v, schemaVersion, backend.ErrInternal)
+		}
+		for _, name := range topBuckets {
+			if tx.Bucket(name) == nil {
+				state = 2
+			}
+		}
+		return nil
+	})
+	if err != nil || state == 0 {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, name := range topBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("bbolt: create bucket %s in %s: %v: %w", name, path, err, backend.ErrInternal)
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta.Get(keyMagic) == nil {
+			if err := meta.Put(keyMagic, []byte(storeMagic)); err != nil {
+				return err
+			}
+			return meta.Put(keySchema, u64(schemaVersion))
+		}
+		return nil
+	})
+}
+
+// view runs fn in a read transaction on the open file.
+func (s *Store) view(ctx context.Context, fn func(*txn) error) (err error) {
+	db, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	panicked := false
+	defer func() { s.release(panicked) }()
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = true
+			err = fmt.Errorf("bbolt: read %s: corrupt store (%v): %w", s.path, r, backend.ErrInternal)
+		}
+	}()
+	err = db.View(func(tx *bolt.Tx) error { return fn(&txn{tx: tx}) })
+	return wrapBolt(s.path, err)
+}
+
+// wrapBolt turns an error of bbolt itself (not one of ours) into ErrInternal.
+func wrapBolt(path string, err error) error {
+	if err == nil || backend.CodeOf(err) != backend.CodeInternal || errors.Is(err, backend.ErrInternal) {
+		return err
+	}
+	return fmt.Errorf("bbolt: %s: %v: %w", path, err, backend.ErrInternal)
+}
