@@ -25,6 +25,8 @@ type cli struct {
 	env   []string
 	dir   string // working and scratch directory
 	store string
+	// handlerLog is the example handler's log (HERMESQ_EXAMPLE_LOG).
+	handlerLog string
 }
 
 func newCLI(t testing.TB, storeURL string) *cli {
@@ -44,8 +46,9 @@ func newCLI(t testing.TB, storeURL string) *cli {
 		"XDG_STATE_HOME="+filepath.Join(dir, "state"),
 		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 		"HERMESQ_STORE="+storeURL,
+		"HERMESQ_EXAMPLE_LOG="+filepath.Join(dir, "handler.log"),
 	)
-	return &cli{t: t, bin: bin, env: env, dir: dir, store: storeURL}
+	return &cli{t: t, bin: bin, env: env, dir: dir, store: storeURL, handlerLog: filepath.Join(dir, "handler.log")}
 }
 
 // result is one finished hermesq command.
@@ -313,6 +316,12 @@ type handlerCall struct {
 	} `json:"handler"`
 }
 
+// calls reads the example handler's log.
+func (c *cli) calls() []handlerCall {
+	c.t.Helper()
+	return readHandlerLog(c.t, c.handlerLog)
+}
+
 // readHandlerLog reads the example handler's log (missing: none).
 func readHandlerLog(t testing.TB, file string) []handlerCall {
 	t.Helper()
@@ -335,4 +344,11 @@ func readHandlerLog(t testing.TB, file string) []handlerCall {
 		calls = append(calls, c)
 	}
 	return calls
+}
+
+// with returns a copy of c reporting to t (for subtests sharing a store).
+func (c *cli) with(t testing.TB) *cli {
+	d := *c
+	d.t = t
+	return &d
 }
