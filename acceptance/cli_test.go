@@ -311,6 +311,7 @@ type handlerCall struct {
 	MessageCount int               `json:"message_count"`
 	Handler      struct {
 		PID       int   `json:"pid"`
+		PPID      int   `json:"ppid"`
 		StartedAt int64 `json:"started_at"`
 		EndedAt   int64 `json:"ended_at"`
 	} `json:"handler"`
@@ -351,4 +352,19 @@ func (c *cli) with(t testing.TB) *cli {
 	d := *c
 	d.t = t
 	return &d
+}
+
+// runStdin runs hermesq with stdin.
+func (c *cli) runStdin(stdin string, args ...string) result {
+	c.t.Helper()
+	cmd := c.command(nil, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{args: args, stdout: out.String(), stderr: errb.String(), code: exitCode(err)}
+	if r.code < 0 {
+		c.t.Fatalf("hermesq %s: %v", strings.Join(args, " "), err)
+	}
+	return r
 }

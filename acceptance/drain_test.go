@@ -53,7 +53,7 @@ func TestRestartKeepsQueued(t *testing.T) {
 		c.ok("session", "open", "s1")
 		// holder keeps s1's lease (short, so it lapses once holder is gone)
 		// while the drainer that will be killed waits for it.
-		holder := c.start(nil, "drain", "s1", "--follow", "--lease", "2s", "--", "handler")
+		holder := c.start(nil, "drain", "s1", "--follow", "--lease", "5s", "--", "handler")
 		eventually(t, 30*time.Second, "the holder holds the lease", func() bool {
 			return c.session("s1").LeaseHolder != nil
 		})

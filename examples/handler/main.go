@@ -11,8 +11,9 @@
 //	HERMESQ_EXAMPLE_SLEEP=D   sleep for the Go duration D first (e.g. 2s)
 //	HERMESQ_EXAMPLE_FAIL=1    print a message on stderr and exit 3 (a failed turn)
 //	HERMESQ_EXAMPLE_LOG=FILE  append one JSON line per invocation to FILE: the
-//	                          turn input plus "handler":{"pid","started_at","ended_at"}
-//	                          (Unix nanoseconds), written before the reply
+//	                          turn input plus "handler":{"pid","ppid","started_at",
+//	                          "ended_at"} (times in Unix nanoseconds; ppid, the
+//	                          drainer, read at start), written before the reply
 //
 // Usage: hermesq drain SESSION -- handler
 package main
@@ -42,7 +43,7 @@ func main() {
 }
 
 func run() error {
-	started := time.Now()
+	started, ppid := time.Now(), os.Getppid()
 	raw, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		return fmt.Errorf("read turn input: %w", err)
@@ -59,7 +60,7 @@ func run() error {
 		time.Sleep(dur)
 	}
 	if f := os.Getenv("HERMESQ_EXAMPLE_LOG"); f != "" {
-		if err := logInvocation(f, raw, started); err != nil {
+		if err := logInvocation(f, raw, started, ppid); err != nil {
 			return err
 		}
 	}
@@ -74,13 +75,14 @@ func run() error {
 // logInvocation appends the turn input, with this invocation's pid and times,
 // as one line to file. One write of one line: lines of concurrent handlers do
 // not interleave (O_APPEND).
-func logInvocation(file string, raw []byte, started time.Time) error {
+func logInvocation(file string, raw []byte, started time.Time, ppid int) error {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return err
 	}
 	obj["handler"] = map[string]any{
 		"pid":        os.Getpid(),
+		"ppid":       ppid,
 		"started_at": started.UnixNano(),
 		"ended_at":   time.Now().UnixNano(),
 	}

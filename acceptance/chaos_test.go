@@ -1,0 +1,242 @@
+package acceptance
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// chaosSize is the chaos test's size: small by default so plain `go test`
+// runs it quickly; HERMESQ_CHAOS=1 runs the issue's size (HERMESQ_CHAOS_INPUTS
+// inputs, default 2000, across 20 sessions).
+func chaosSize(t *testing.T) (inputs, sessions int) {
+	if os.Getenv("HERMESQ_CHAOS") != "1" {
+		return 200, 5
+	}
+	inputs = 2000
+	if v := os.Getenv("HERMESQ_CHAOS_INPUTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("HERMESQ_CHAOS_INPUTS=%q", v)
+		}
+		inputs = n
+	}
+	return inputs, 20
+}
+
+// TestChaos is issue 3, acceptance 4: mixed human and automation inputs
+// across sessions while drainers (`drain --all --follow --on-unknown
+// requeue`) are killed with SIGKILL at random moments and restarted. At the
+// end every admission completed, each note exactly once, each turn's reply
+// exactly once in its transcript and its handler run at least once (more
+// than once only when the drainer running it was killed), each transcript in
+// its session's FIFO order, nothing lost.
+func TestChaos(t *testing.T) {
+	inputs, sessions := chaosSize(t)
+	for _, st := range storeURLs(t) {
+		t.Run(st.Name, func(t *testing.T) { chaos(t, newCLI(t, st.URL(t)), inputs, sessions) })
+	}
+}
+
+func chaos(t *testing.T, c *cli, inputs, sessions int) {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	t.Logf("%d inputs across %d sessions", inputs, sessions)
+	name := func(s int) string { return fmt.Sprintf("chaos-%02d", s) }
+	for s := 0; s < sessions; s++ {
+		c.ok("session", "open", name(s))
+		if s%2 == 1 { // a viewer: its completions run as turns
+			c.ok("viewer", "add", name(s), "--ttl", "2h")
+		}
+	}
+
+	// The inputs, in the order each session must see them.
+	type input struct {
+		line    map[string]any
+		session string
+		text    string
+	}
+	all := make([]input, inputs)
+	for i := range all {
+		s := rng.IntN(sessions)
+		in := input{session: name(s)}
+		if rng.IntN(2) == 0 {
+			in.text = fmt.Sprintf("human %d", i)
+			in.line = map[string]any{"session": in.session, "text": in.text, "request_id": fmt.Sprintf("req-%d", i)}
+		} else {
+			in.text = fmt.Sprintf("[finished] job %d (exit 0)", i)
+			in.line = map[string]any{"session": in.session, "text": in.text, "producer": "process",
+				"identities": []string{fmt.Sprintf(`["completion","job-%d","1700000000.0"]`, i)}}
+		}
+		all[i] = in
+	}
+
+	// Drainers, killed and restarted by the chaos loop.
+	drainArgs := []string{"drain", "--all", "--follow", "--on-unknown", "requeue", "--lease", "2s", "--parallel", "4", "--", "handler"}
+	env := []string{"HERMESQ_EXAMPLE_SLEEP=10ms"}
+	var (
+		mu       sync.Mutex
+		drainers = []*bg{c.start(env, drainArgs...), c.start(env, drainArgs...)}
+		killed   = map[int]bool{} // pids of killed drainers
+	)
+	stopKills := make(chan struct{})
+	killsDone := make(chan int)
+	go func() {
+		kills := 0
+		for {
+			select {
+			case <-stopKills:
+				killsDone <- kills
+				return
+			case <-time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond):
+			}
+			mu.Lock()
+			i := rng.IntN(len(drainers))
+			d := drainers[i]
+			killed[d.pid()] = true
+			d.signal(syscall.SIGKILL)
+			<-d.done
+			drainers[i] = c.start(env, drainArgs...)
+			mu.Unlock()
+			kills++
+		}
+	}()
+
+	// Admit in small batches, in order, retrying a batch the store refused
+	// for now (request ids and identities make a retry idempotent).
+	for i := 0; i < len(all); {
+		n := min(1+rng.IntN(20), len(all)-i)
+		var b strings.Builder
+		for _, in := range all[i : i+n] {
+			line, _ := json.Marshal(in.line)
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			r := c.runStdin(b.String(), "admit", "--batch", "-")
+			if r.code == 0 {
+				break
+			}
+			if r.code != 75 || time.Now().After(deadline) {
+				t.Fatalf("admit batch: %v", r)
+			}
+		}
+		i += n
+	}
+
+	// Let the drainers work (and be killed) until the queues are empty.
+	total := func() (done int) {
+		for s := 0; s < sessions; s++ {
+			for _, a := range c.all(name(s)) {
+				if a.Status == backend.StatusDone {
+					done++
+				}
+			}
+		}
+		return done
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for total() < inputs && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+	}
+	close(stopKills)
+	kills := <-killsDone
+	t.Logf("drainers killed with SIGKILL and restarted: %d", kills)
+	mu.Lock()
+	for _, d := range drainers {
+		d.signal(syscall.SIGTERM)
+		if code := d.wait(t, 2*time.Minute); code != 143 && code != 0 {
+			t.Errorf("drainer after SIGTERM: exit %d\nstderr: %s", code, d.stderr())
+		}
+	}
+	mu.Unlock()
+	if done := total(); done < inputs {
+		t.Fatalf("after 10m: %d of %d admissions done", done, inputs)
+	}
+
+	// Check every session against the inputs given to it.
+	calls := c.calls()
+	runs := map[string][]handlerCall{}
+	for _, call := range calls {
+		runs[call.Admission.ID] = append(runs[call.Admission.ID], call)
+	}
+	rerun, turns, notes := 0, 0, 0
+	for s := 0; s < sessions; s++ {
+		session := name(s)
+		var want []string
+		for _, in := range all {
+			if in.session == session {
+				want = append(want, in.text)
+			}
+		}
+		as := c.all(session)
+		var got []string
+		for _, a := range as {
+			got = append(got, a.Text())
+			if a.Status != backend.StatusDone || a.Outcome != backend.OutcomeCompleted {
+				t.Errorf("%s: admission %s (%q) %s %q, want completed", session, a.ID, a.Text(), a.Status, a.Outcome)
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: %d admissions, want %d in input order (lost, doubled or reordered)", session, len(got), len(want))
+			continue
+		}
+		// The transcript is the admissions in seq order: a note, or a turn's
+		// input and reply (which saw the notes before it).
+		ms := c.messages(session)
+		k, notesSoFar := 0, 0
+		for _, a := range as {
+			r := runs[a.ID]
+			switch a.Mode {
+			case backend.ModeNote:
+				notes++
+				if len(r) != 0 {
+					t.Errorf("%s: note %q also ran the handler", session, a.Text())
+				}
+				if k >= len(ms) || ms[k].Role != backend.RoleNote || ms[k].Content != a.Text() || ms[k].AdmissionID != a.ID {
+					t.Errorf("%s: message %d is not the note %q", session, k+1, a.Text())
+					k = len(ms)
+					continue
+				}
+				notesSoFar++
+				k++
+			case backend.ModeTurn:
+				turns++
+				if len(r) == 0 {
+					t.Errorf("%s: turn %q completed without a handler run", session, a.Text())
+				}
+				if len(r) > 1 {
+					rerun++
+					for _, early := range r[:len(r)-1] {
+						if !killed[early.Handler.PPID] {
+							t.Errorf("%s: turn %q ran %d times, though its drainer %d was not killed", session, a.Text(), len(r), early.Handler.PPID)
+						}
+					}
+				}
+				reply := fmt.Sprintf("echo: %s (notes seen: %d)", a.Text(), notesSoFar)
+				if k+1 >= len(ms) || ms[k].Role != backend.RoleUser || ms[k].Content != a.Text() ||
+					ms[k+1].Role != backend.RoleAssistant || ms[k+1].Content != reply {
+					t.Errorf("%s: messages %d–%d are not the turn %q / %q", session, k+1, k+2, a.Text(), reply)
+					k = len(ms)
+					continue
+				}
+				k += 2
+			default:
+				t.Errorf("%s: admission %q has mode %q", session, a.Text(), a.Mode)
+			}
+		}
+		if k != len(ms) {
+			t.Errorf("%s: %d messages, want %d (a note or reply written twice, or out of order)", session, len(ms), k)
+		}
+	}
+	t.Logf("%d turns, %d notes; %d turns ran again after a kill", turns, notes, rerun)
+}
