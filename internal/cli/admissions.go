@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Commands that act on one admission by id: show, find, resolve, cancel.
+
+// admissionRun validates nothing but runs fn with the printer and store.
+func admissionRun(f *Factory, fn func(p *printer, st backend.Store) error) error {
+	p, err := f.printer()
+	if err != nil {
+		return err
+	}
+	st, err := f.Store()
+	if err != nil {
+		return err
+	}
+	return fn(p, st)
+}
+
+func checkAdmissionID(id string) error {
+	return backend.ValidateToken("admission id", id)
+}
+
+func printAdmission(p *printer, a backend.Admission) error {
+	return p.object(a, func(w io.Writer) error { return admissionFields(w, a) })
+}
+
+func newShowCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:               "show ADMISSION",
+		Short:             "Show one admission",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return admissionRun(f, func(p *printer, st backend.Store) error {
+				if err := checkAdmissionID(args[0]); err != nil {
+					return err
+				}
+				a, err := st.GetAdmission(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return printAdmission(p, a)
+			})
+		},
+	}
+}
+
+func newFindCmd(f *Factory) *cobra.Command {
+	var session string
+	cmd := &cobra.Command{
+		Use:               "find IDENTITY [--session S]",
+		Short:             "Find the admission holding an identity",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return admissionRun(f, func(p *printer, st backend.Store) error {
+				if err := backend.ValidateToken("identity", args[0]); err != nil {
+					return err
+				}
+				if session != "" {
+					if err := backend.ValidateID("session", session); err != nil {
+						return err
+					}
+				}
+				a, err := st.FindIdentity(cmd.Context(), session, args[0])
+				if err != nil {
+					return err
+				}
+				return printAdmission(p, a)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&session, "session", "", "look only in this session")
+	return cmd
+}
+
+func newResolveCmd(f *Factory) *cobra.Command {
+	var as string
+	cmd := &cobra.Command{
+		Use:   "resolve ADMISSION --as interrupted|completed|requeue",
+		Short: "Settle an unknown admission, or put it back in the queue",
+		Long: `Resolve decides what happened to an admission left unknown by a drainer that
+lost its lease: --as completed or interrupted settles it (done), --as requeue
+puts it back in the queue at its seq. Exit 4 when it is not unknown.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return admissionRun(f, func(p *printer, st backend.Store) error {
+				return resolve(cmd.Context(), f, p, st, args[0], as)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&as, "as", "", "interrupted, completed or requeue")
+	_ = cmd.MarkFlagRequired("as")
+	_ = cmd.RegisterFlagCompletionFunc("as", fixedCompletion("interrupted", "completed", "requeue"))
+	return cmd
+}
+
+func resolve(ctx context.Context, f *Factory, p *printer, st backend.Store, id, as string) error {
+	if err := checkAdmissionID(id); err != nil {
+		return err
+	}
+	r := backend.Resolution(as)
+	switch r {
+	case backend.ResolveCompleted, backend.ResolveInterrupted, backend.ResolveRequeue:
+	default:
+		return backend.Errorf(backend.ErrInvalid, "resolve --as %q: want interrupted, completed or requeue", as)
+	}
+	a, err := st.Resolve(ctx, id, r, f.Now())
+	if err != nil {
+		return err
+	}
+	return p.object(a, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "resolved %s as %s (status %s)\n", a.ID, as, a.Status)
+		return err
+	})
+}
+
+func newCancelCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:               "cancel ADMISSION",
+		Short:             "Cancel a queued admission",
+		Long:              "Cancel settles a queued admission as cancelled; it will not run. Exit 4 when it is not queued.",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return admissionRun(f, func(p *printer, st backend.Store) error {
+				if err := checkAdmissionID(args[0]); err != nil {
+					return err
+				}
+				a, err := st.Cancel(cmd.Context(), args[0], f.Now())
+				if err != nil {
+					return err
+				}
+				return p.object(a, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "cancelled %s seq %d (%s)\n", a.ID, a.Seq, a.Session)
+					return err
+				})
+			})
+		},
+	}
+}

@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermesq/hermesq/pkg/admission"
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+const defaultGrace = 10 * time.Second
+
+type drainOptions struct {
+	f *Factory
+
+	Sessions []string
+	Handler  []string // the words after --
+	All      bool
+	Max      int
+	Follow   bool
+	Wait     bool
+	Parallel int
+	Grace    time.Duration
+}
+
+func newDrainCmd(f *Factory) *cobra.Command {
+	o := &drainOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "drain (SESSION… | --all) [flags] [-- HANDLER ARGS…]",
+		Short: "Execute sessions' queues in FIFO order",
+		Long: `Drain executes a session's queued admissions in FIFO order under the
+session's drain lease. Human input is a turn: the handler runs with the turn
+input as JSON on stdin and its stdout is the reply. Automation input is a turn
+when the target transcript is open and someone is attached; otherwise its text
+is appended to the transcript as a note, with no handler call.
+
+The handler is the argv after --, or the config key handler.command; it is
+run directly, never through a shell. A turn due with no handler leaves the
+admission queued and exits 2.
+
+--all drains every session with queued work (what cron runs); --follow keeps
+draining as inputs arrive until SIGINT or SIGTERM. On a signal the running
+turn may finish within --grace, then the drain stops and exits 130 (SIGINT)
+or 143 (SIGTERM).
+
+Prints what it executed, one line each: "turn|note|failed <admission> seq N
+-> <transcript>"; with -o json the drain report(s).`,
+		Example: `  hermesq drain s1 -- ./agent.sh --fast
+  hermesq drain --all --max 100
+  hermesq drain s1 --follow --on-unknown requeue -- /usr/local/bin/agent`,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Sessions = args
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				o.Sessions, o.Handler = args[:dash], args[dash:]
+			}
+			return runDrain(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&o.All, "all", false, "drain every session with queued work")
+	fl.IntVar(&o.Max, "max", 0, "execute at most N admissions per session (0: no bound)")
+	fl.BoolVar(&o.Follow, "follow", false, "keep draining as inputs arrive, until SIGINT or SIGTERM")
+	fl.BoolVar(&o.Wait, "wait", false, "wait for a drain lease held by another drainer instead of exiting 5")
+	fl.Duration("lease", 0, "drain lease TTL, renewed while working (config drain.lease; default 30s)")
+	fl.Duration("handler-timeout", 0, "kill a turn's handler after this long; the turn fails (config handler.timeout; default none)")
+	fl.String("on-unknown", "pause", "what to do with an admission left unknown by a lost drainer: pause (exit 6), requeue or interrupt (config drain.on_unknown)")
+	fl.IntVar(&o.Parallel, "parallel", 1, "with --all or several sessions: how many sessions to drain at once")
+	fl.DurationVar(&o.Grace, "grace", defaultGrace, "on SIGINT/SIGTERM, how long a running turn may still finish")
+	_ = f.v.BindPFlag(keyDrainLease, fl.Lookup("lease"))
+	_ = f.v.BindPFlag(keyHandlerTimeout, fl.Lookup("handler-timeout"))
+	_ = f.v.BindPFlag(keyOnUnknown, fl.Lookup("on-unknown"))
+	_ = cmd.RegisterFlagCompletionFunc("on-unknown", fixedCompletion("pause", "requeue", "interrupt"))
+	return cmd
+}
+
+// drainReportJSON is a drain report as -o json prints it.
+type drainReportJSON struct {
+	Session  string              `json:"session"`
+	Epoch    uint64              `json:"epoch"`
+	Turns    int                 `json:"turns"`
+	Notes    int                 `json:"notes"`
+	Failed   int                 `json:"failed"`
+	Deferred int                 `json:"deferred"`
+	Executed []backend.Admission `json:"executed"`
+}
+
+func reportJSON(r admission.DrainReport) drainReportJSON {
+	ex := r.Executed
+	if ex == nil {
+		ex = []backend.Admission{}
+	}
+	return drainReportJSON{Session: r.Session, Epoch: r.Epoch, Turns: r.Turns, Notes: r.Notes,
+		Failed: r.Failed, Deferred: r.Deferred, Executed: ex}
+}
+
+func (o *drainOptions) validate() error {
+	switch {
+	case o.All && len(o.Sessions) > 0:
+		return backend.Errorf(backend.ErrInvalid, "drain: give SESSION… or --all, not both")
+	case !o.All && len(o.Sessions) == 0:
+		return backend.Errorf(backend.ErrInvalid, "drain: give SESSION… or --all")
+	case o.Max < 0:
+		return backend.Errorf(backend.ErrInvalid, "drain --max %d: must not be negative", o.Max)
+	case o.Parallel < 1:
+		return backend.Errorf(backend.ErrInvalid, "drain --parallel %d: must be at least 1", o.Parallel)
+	case o.Grace < 0:
+		return backend.Errorf(backend.ErrInvalid, "drain --grace %s: must not be negative", o.Grace)
+	}
+	for _, s := range o.Sessions {
+		if err := backend.ValidateID("session", s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runDrain(ctx context.Context, o *drainOptions) error {
+	cfg, err := o.f.Config()
+	if err != nil {
+		return err
+	}
+	p, err := o.f.printer()
+	if err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	opt := admission.DrainOptions{
+		Lease:     cfg.DrainLease,
+		Wait:      o.Wait,
+		Max:       o.Max,
+		OnUnknown: admission.OnUnknown(cfg.OnUnknown),
+		Follow:    o.Follow,
+		Grace:     o.Grace,
+	}
+	argv := o.Handler
+	if len(argv) == 0 {
+		argv = cfg.HandlerCommand
+	}
+	if len(argv) > 0 {
+		opt.Handler = &admission.Handler{Argv: argv, Timeout: cfg.HandlerTimeout}
+	}
+	if o.f.IO.IsStderrTTY() {
+		opt.Log = func(format string, args ...any) {
+			fmt.Fprintf(o.f.IO.ErrOut, "hermesq: "+format+"\n", args...)
+		}
+	}
+	svc, err := o.f.Admission()
+	if err != nil {
+		return err
+	}
+
+	// SIGINT/SIGTERM cancel the drain: the running turn gets the grace,
+	// is settled, the lease is released, then we exit 130/143.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs, stop := o.f.Signals(syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var sigMu sync.Mutex
+	var caught *signalError
+	go func() {
+		select {
+		case s := <-sigs:
+			sigMu.Lock()
+			caught = &signalError{sig: s, op: "drain"}
+			sigMu.Unlock()
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	var reports []admission.DrainReport
+	if o.All {
+		reports, err = svc.DrainAll(ctx, opt, o.Parallel)
+	} else {
+		reports, err = drainSessions(ctx, svc, o.Sessions, opt, o.Parallel)
+	}
+	cancel()
+	sigMu.Lock()
+	sig := caught
+	sigMu.Unlock()
+
+	if perr := printReports(p, reports, !o.All && len(o.Sessions) == 1); perr != nil && err == nil {
+		err = perr
+	}
+	if sig != nil {
+		return sig
+	}
+	return err
+}
+
+// drainSessions drains the named sessions, up to parallel at once (all at
+// once with --follow, which never ends on its own), and returns their reports
+// in the order given with the first error in that order.
+func drainSessions(ctx context.Context, svc *admission.Service, sessions []string, opt admission.DrainOptions, parallel int) ([]admission.DrainReport, error) {
+	if opt.Follow {
+		parallel = len(sessions)
+	}
+	reports := make([]admission.DrainReport, len(sessions))
+	errs := make([]error, len(sessions))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			reports[i], errs[i] = svc.Drain(ctx, s, opt)
+			if reports[i].Session == "" {
+				reports[i].Session = s
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return reports, err
+		}
+	}
+	return reports, nil
+}
+
+func printReports(p *printer, reports []admission.DrainReport, single bool) error {
+	if p.text() {
+		for _, r := range reports {
+			for _, a := range r.Executed {
+				if err := executedText(p.ios.Out, a); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if single && len(reports) == 1 {
+		return p.object(reportJSON(reports[0]), nil)
+	}
+	out := make([]drainReportJSON, 0, len(reports))
+	for _, r := range reports {
+		out = append(out, reportJSON(r))
+	}
+	return list(p, out, nil)
+}
+
+// executedText is one executed admission: "turn|note|failed <adm> seq N -> <transcript>".
+func executedText(w io.Writer, a backend.Admission) error {
+	what := string(a.Mode)
+	switch {
+	case a.Outcome == backend.OutcomeFailed:
+		what = "failed"
+	case a.Outcome == backend.OutcomeInterrupted:
+		what = "interrupted"
+	case what == "":
+		what = string(a.Status)
+	}
+	_, err := fmt.Fprintf(w, "%s %s seq %d -> %s\n", what, a.ID, a.Seq, orDash(a.DeliveredTo))
+	return err
+}

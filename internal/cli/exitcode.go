@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Exit codes of the contract (DESIGN §9, `hermesq help exit-codes`).
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitNotFound    = 3
+	ExitConflict    = 4
+	ExitFenced      = 5
+	ExitAttention   = 6
+	ExitForbidden   = 7
+	ExitUnavailable = 75
+)
+
+// runError marks an error returned by a command's own code, as opposed to
+// one cobra returned while parsing the command line (a usage error).
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// signalError reports a command stopped by a signal (drain: SIGINT → 130,
+// SIGTERM → 143).
+type signalError struct {
+	sig os.Signal
+	op  string
+}
+
+func (e *signalError) Error() string {
+	return fmt.Sprintf("%s interrupted by %s", e.op, signalName(e.sig))
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
+// reportedError is an error whose details the command already printed on
+// stderr (admit --batch reports each bad line): it only sets the exit code.
+type reportedError struct{ err error }
+
+func (e *reportedError) Error() string { return e.err.Error() }
+func (e *reportedError) Unwrap() error { return e.err }
+
+// ExitCode maps an error to the process exit code: the one switch of the
+// contract's mapping.
+func ExitCode(err error) int {
+	var sig *signalError
+	var run *runError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &sig):
+		if s, ok := sig.sig.(syscall.Signal); ok {
+			return 128 + int(s)
+		}
+		return ExitFailure
+	case !errors.As(err, &run):
+		// cobra's own errors: unknown command or flag, wrong arguments,
+		// a required flag missing.
+		return ExitUsage
+	}
+	switch backend.CodeOf(err) {
+	case backend.CodeInvalid:
+		return ExitUsage
+	case backend.CodeNotFound:
+		return ExitNotFound
+	case backend.CodeConflict:
+		return ExitConflict
+	case backend.CodeFenced:
+		return ExitFenced
+	case backend.CodeAttention:
+		return ExitAttention
+	case backend.CodeForbidden:
+		return ExitForbidden
+	case backend.CodeUnavailable:
+		return ExitUnavailable
+	default:
+		return ExitFailure
+	}
+}
+
+// errorCode is the contract's code of an error for -o json.
+func errorCode(err error) string {
+	var sig *signalError
+	var run *runError
+	switch {
+	case errors.As(err, &sig):
+		return "interrupted"
+	case !errors.As(err, &run):
+		return string(backend.CodeInvalid)
+	}
+	return string(backend.CodeOf(err))
+}
+
+// Exit prints err on stderr (one line, or one JSON object with -o json),
+// closes the store and returns the exit code. main calls it with what the
+// root command's Execute returned.
+func (f *Factory) Exit(err error) int {
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = &runError{fmt.Errorf("close store: %w", cerr)}
+	}
+	var rep *reportedError
+	if err != nil && !errors.As(err, &rep) {
+		printError(f.IO.ErrOut, f.output(), errorCode(err), err.Error())
+	}
+	return ExitCode(err)
+}
+
+// printError writes one diagnostic line: `hermesq: error: …`, or with -o
+// json (and jsonl) `{"error":"<code>","message":"…"}`.
+func printError(w io.Writer, format, code, msg string) {
+	msg = oneLine(msg)
+	if format == formatJSON || format == formatJSONL {
+		b, _ := json.Marshal(struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}{code, msg})
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(w, "hermesq: error: %s\n", msg)
+}
+
+// oneLine keeps a message on one line.
+func oneLine(s string) string {
+	s = strings.TrimRight(s, "\r\n")
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+}

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+func newExportCmd(f *Factory) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "export [--file F]",
+		Short: "Write every record of the store as NDJSON",
+		Long: `Export writes every record of the store, one JSON object a line: for each
+session the session, then its transcripts, messages and admissions. 'hermesq
+import' reads it back, into the same or another kind of store. --file writes
+the file whole or not at all (a temporary file renamed into place); without
+it, or with -, the records go to stdout. The format does not depend on -o.`,
+		Example: `  hermesq export --file backup.ndjson
+  hermesq export | hermesq --store redis://127.0.0.1:6380/0 import`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := f.Store()
+			if err != nil {
+				return err
+			}
+			if file == "" || file == "-" {
+				bw := bufio.NewWriter(f.IO.Out)
+				if err := exportTo(cmd, st, bw); err != nil {
+					return err
+				}
+				return bw.Flush()
+			}
+			return writeFileAtomic(file, func(w io.Writer) error { return exportTo(cmd, st, w) })
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "write to this file instead of stdout")
+	_ = cmd.MarkFlagFilename("file", "ndjson", "jsonl")
+	return cmd
+}
+
+func exportTo(cmd *cobra.Command, st backend.Store, w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return st.Export(cmd.Context(), func(r backend.Record) error {
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("export: write: %w", err)
+		}
+		return nil
+	})
+}
+
+// writeFileAtomic writes path through a temporary file in the same
+// directory, synced and renamed into place only when write succeeded.
+func writeFileAtomic(path string, write func(w io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return backend.Errorf(backend.ErrInvalid, "export --file %s: %v", path, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(0o600); err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(tmp)
+	if err := write(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("export --file %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("export --file %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("export --file %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("export --file %s: %w", path, err)
+	}
+	done = true
+	return nil
+}
+
+func newImportCmd(f *Factory) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "import [--file F]",
+		Short: "Read NDJSON records written by export into the store",
+		Long: `Import reads records as 'hermesq export' wrote them (from --file, or stdin)
+and writes them keeping ids, seqs, epochs and statuses. Every line is checked
+before anything is written: a bad line is reported with its number and
+nothing is imported (exit 2). A record already present with the same content
+is skipped; with other content the import is refused (exit 4).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := f.printer()
+			if err != nil {
+				return err
+			}
+			var src io.Reader = f.IO.In
+			if file != "" && file != "-" {
+				fh, err := os.Open(file)
+				if err != nil {
+					return backend.Errorf(backend.ErrInvalid, "import --file: %v", err)
+				}
+				defer fh.Close()
+				src = fh
+			}
+			recs, err := readRecords(src)
+			if err != nil {
+				return err
+			}
+			st, err := f.Store()
+			if err != nil {
+				return err
+			}
+			if len(recs) > 0 {
+				if err := st.Import(cmd.Context(), recs); err != nil {
+					return err
+				}
+			}
+			out := struct {
+				Imported int `json:"imported"`
+			}{len(recs)}
+			return p.object(out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "imported %d records\n", len(recs))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "read from this file instead of stdin")
+	_ = cmd.MarkFlagFilename("file", "ndjson", "jsonl")
+	return cmd
+}
+
+// readRecords parses an export, every line before any is written.
+func readRecords(r io.Reader) ([]backend.Record, error) {
+	br := bufio.NewReader(r)
+	var recs []backend.Record
+	for n := 1; ; n++ {
+		raw, err := br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("import: read line %d: %w", n, err)
+		}
+		if line := bytes.TrimSpace(raw); len(line) > 0 {
+			rec, perr := parseRecord(line)
+			if perr != nil {
+				return nil, backend.Errorf(backend.ErrInvalid, "import: line %d: %v", n, perr)
+			}
+			recs = append(recs, rec)
+		}
+		if errors.Is(err, io.EOF) {
+			return recs, nil
+		}
+	}
+}
+
+func parseRecord(line []byte) (backend.Record, error) {
+	var rec backend.Record
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil {
+		return rec, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return rec, errors.New("more than one JSON value on the line")
+	}
+	set := 0
+	for _, present := range []bool{rec.Session != nil, rec.Transcript != nil, rec.Message != nil, rec.Admission != nil} {
+		if present {
+			set++
+		}
+	}
+	if set != 1 {
+		return rec, fmt.Errorf("want exactly one of session, transcript, message, admission; got %d", set)
+	}
+	return rec, nil
+}

@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"sync"
+	"time"
+
+	"github.com/spf13/viper"
+
+	"github.com/hermesq/hermesq/pkg/admission"
+	"github.com/hermesq/hermesq/pkg/backend"
+	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
+)
+
+// Factory holds what commands share during one invocation: the I/O streams
+// and lazy accessors for the configuration and the store. Nothing is read or
+// opened until a command asks for it, so --help and completion never touch
+// the config file or the store.
+type Factory struct {
+	IO *IOStreams
+	// Registry maps store URL schemes to openers.
+	Registry *backend.Registry
+	// Now is the clock for operator commands (resolve, cancel, close…).
+	Now func() time.Time
+	// Signals relays the given signals to the returned channel until stop is
+	// called: how drain and attach learn of SIGINT and SIGTERM. Tests
+	// replace it to deliver signals without sending them to the process.
+	Signals func(sig ...os.Signal) (ch <-chan os.Signal, stop func())
+
+	v *viper.Viper
+
+	cfgOnce sync.Once
+	cfg     *Config
+	cfgErr  error
+
+	storeMu  sync.Mutex
+	store    backend.Store
+	storeErr error
+	opened   bool
+}
+
+// NewFactory returns the factory of one invocation, with its own viper
+// instance and a registry of the built-in stores.
+func NewFactory(ios *IOStreams) *Factory {
+	return &Factory{
+		IO:       ios,
+		Registry: NewRegistry(),
+		Now:      time.Now,
+		Signals:  notifySignals,
+		v:        newViper(),
+	}
+}
+
+// NewRegistry returns a registry of the built-in stores: bbolt (scheme
+// "bbolt") and Redis ("redis", "rediss").
+func NewRegistry() *backend.Registry {
+	r := backend.NewRegistry()
+	r.Register("bbolt", boltstore.Opener)
+	registerRedis(r)
+	return r
+}
+
+func notifySignals(sig ...os.Signal) (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, sig...)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// Viper is the invocation's configuration instance (commands bind their
+// flags to it).
+func (f *Factory) Viper() *viper.Viper { return f.v }
+
+// Config resolves the configuration once: flags, HERMESQ_* environment,
+// config file, defaults.
+func (f *Factory) Config() (*Config, error) {
+	f.cfgOnce.Do(func() { f.cfg, f.cfgErr = loadConfig(f.v) })
+	return f.cfg, f.cfgErr
+}
+
+// Store opens the configured store on first use.
+func (f *Factory) Store() (backend.Store, error) {
+	f.storeMu.Lock()
+	defer f.storeMu.Unlock()
+	if f.opened {
+		return f.store, f.storeErr
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Second)
+	defer cancel()
+	f.store, f.storeErr = f.Registry.Open(ctx, cfg.Store, backend.Options{Timeout: cfg.Timeout})
+	f.opened = true
+	return f.store, f.storeErr
+}
+
+// Admission returns the admission service over the configured store.
+func (f *Factory) Admission() (*admission.Service, error) {
+	st, err := f.Store()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	return &admission.Service{Store: st, MaxPayload: cfg.PayloadLimit}, nil
+}
+
+// Close closes the store if it was opened.
+func (f *Factory) Close() error {
+	f.storeMu.Lock()
+	defer f.storeMu.Unlock()
+	if f.store == nil {
+		return nil
+	}
+	err := f.store.Close()
+	f.store = nil
+	return err
+}
+
+// output is the output format, resolved even when the rest of the
+// configuration is broken (for error messages).
+func (f *Factory) output() string {
+	if f.cfg != nil {
+		return f.cfg.Output
+	}
+	return outputOf(f.v)
+}

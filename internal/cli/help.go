@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// exitCodesTable is the exit-code table of the contract (DESIGN §9).
+const exitCodesTable = `  0    success (a duplicate admission is a success)
+  1    unexpected failure (also: store unreadable or corrupt)
+  2    usage or invalid input (bad flag, bad JSON, payload too large, invalid id,
+       unknown store scheme, a turn due with no handler)
+  3    not found
+  4    conflict (request id reused with another payload; session closed; close
+       while busy)
+  5    fenced, or the drain lease is held by another drainer
+  6    needs attention (queue paused on an unknown admission; a turn failed;
+       misrouted)
+  7    permission denied (principal not allowed; Redis auth refused)
+  75   store temporarily unavailable or locked (retry later)
+  130  drain interrupted by SIGINT
+  143  drain interrupted by SIGTERM
+`
+
+// newHelpCmd is cobra's help command with one additional topic,
+// `hermesq help exit-codes`.
+func newHelpCmd() *cobra.Command {
+	help := &cobra.Command{
+		Use:   "help [command | topic]",
+		Short: "Help about any command, or a topic (exit-codes)",
+		Long: `Help prints the help of any command: hermesq help [path to command].
+
+Topics:
+  exit-codes   the exit codes of every command`,
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []cobra.Completion
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					out = append(out, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			if len(args) == 0 && strings.HasPrefix("exit-codes", toComplete) {
+				out = append(out, cobra.CompletionWithDesc("exit-codes", "the exit codes of every command"))
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, _, err := c.Root().Find(args)
+			if cmd == nil || err != nil {
+				return fmt.Errorf("unknown help topic %q (see 'hermesq help'): %w", strings.Join(args, " "), backend.ErrInvalid)
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
+	help.AddCommand(&cobra.Command{
+		Use:   "exit-codes",
+		Short: "The exit codes of every command",
+		Long:  "Every hermesq command exits with one of these codes:\n\n" + exitCodesTable,
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := fmt.Fprint(c.OutOrStdout(), "Every hermesq command exits with one of these codes:\n\n"+exitCodesTable)
+			return err
+		},
+	})
+	return help
+}

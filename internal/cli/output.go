@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// printer writes a command's data to stdout in the configured format.
+type printer struct {
+	ios    *IOStreams
+	format string
+}
+
+func (f *Factory) printer() (*printer, error) {
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	return &printer{ios: f.IO, format: cfg.Output}, nil
+}
+
+func (p *printer) text() bool { return p.format == formatText }
+
+// marshal encodes v as JSON without HTML escaping; indented for a terminal
+// with -o json, compact otherwise.
+func (p *printer) marshal(v any, indent bool) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode output: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// object prints one object: JSON for json/jsonl, text() otherwise.
+func (p *printer) object(v any, text func(w io.Writer) error) error {
+	if p.text() {
+		return text(p.ios.Out)
+	}
+	b, err := p.marshal(v, p.format == formatJSON && p.ios.IsStdoutTTY())
+	if err != nil {
+		return err
+	}
+	_, err = p.ios.Out.Write(b)
+	return err
+}
+
+// line prints one object as one line (jsonl-style) in JSON formats: for
+// results that stream (admit --batch, attach).
+func (p *printer) line(v any, text func(w io.Writer) error) error {
+	if p.text() {
+		return text(p.ios.Out)
+	}
+	b, err := p.marshal(v, false)
+	if err != nil {
+		return err
+	}
+	_, err = p.ios.Out.Write(b)
+	return err
+}
+
+// list prints a listing: one array with -o json, one object a line with
+// -o jsonl, text() otherwise.
+func list[T any](p *printer, items []T, text func(w io.Writer) error) error {
+	switch p.format {
+	case formatJSON:
+		if items == nil {
+			items = []T{}
+		}
+		b, err := p.marshal(items, p.ios.IsStdoutTTY())
+		if err != nil {
+			return err
+		}
+		_, err = p.ios.Out.Write(b)
+		return err
+	case formatJSONL:
+		for _, it := range items {
+			b, err := p.marshal(it, false)
+			if err != nil {
+				return err
+			}
+			if _, err := p.ios.Out.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return text(p.ios.Out)
+}
+
+// table writes aligned columns.
+func table(w io.Writer, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if header != nil {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// fields writes "key: value" lines, aligned.
+func fields(w io.Writer, kv [][2]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	for _, f := range kv {
+		fmt.Fprintf(tw, "%s:\t%s\n", f[0], f[1])
+	}
+	return tw.Flush()
+}
+
+// cell makes a value fit on one line of a table: newlines and tabs escaped,
+// and cut to max runes on a terminal (max 0: never cut).
+func cell(s string, max int) string {
+	s = strings.NewReplacer("\\", `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
+	if max > 0 && utf8.RuneCountInString(s) > max {
+		r := []rune(s)
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// textWidth is how many runes of an input's text a listing shows: cut on a
+// terminal, whole when piped.
+func (p *printer) textWidth() int {
+	if p.ios.IsStdoutTTY() {
+		return 48
+	}
+	return 0
+}
+
+// admissionFields is an admission as "key: value" lines (show, find,
+// resolve, cancel).
+func admissionFields(w io.Writer, a backend.Admission) error {
+	return fields(w, [][2]string{
+		{"id", a.ID},
+		{"session", a.Session},
+		{"seq", fmt.Sprint(a.Seq)},
+		{"kind", string(a.Kind)},
+		{"producer", orDash(a.Producer)},
+		{"principal", orDash(a.Principal)},
+		{"request id", orDash(a.RequestID)},
+		{"identities", orDash(strings.Join(a.Identities, ", "))},
+		{"pinned target", orDash(a.PinnedTarget)},
+		{"delivered to", orDash(a.DeliveredTo)},
+		{"status", string(a.Status)},
+		{"outcome", orDash(string(a.Outcome))},
+		{"mode", orDash(string(a.Mode))},
+		{"epoch", fmt.Sprint(a.Epoch)},
+		{"generation", fmt.Sprint(a.Generation)},
+		{"admitted at", timeText(a.AdmittedAt)},
+		{"started at", timeText(a.StartedAt)},
+		{"settled at", timeText(a.SettledAt)},
+		{"replay of", orDash(a.ReplayOf)},
+		{"error", orDash(cell(a.Error, 0))},
+		{"text", cell(a.Text(), 0)},
+	})
+}
+
+// admissionRows is a listing of admissions (queue).
+func admissionTable(w io.Writer, as []backend.Admission, width int) error {
+	rows := make([][]string, 0, len(as))
+	for _, a := range as {
+		rows = append(rows, []string{
+			fmt.Sprint(a.Seq), a.ID, string(a.Kind), string(a.Status),
+			orDash(string(a.Outcome)), orDash(string(a.Mode)), cell(a.Text(), width),
+		})
+	}
+	return table(w, []string{"SEQ", "ID", "KIND", "STATUS", "OUTCOME", "MODE", "TEXT"}, rows)
+}
+
+// messageText writes one transcript message: "[seq] role: content".
+func messageText(w io.Writer, m backend.Message) error {
+	_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, m.Role, m.Content)
+	return err
+}

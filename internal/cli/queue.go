@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+type queueOptions struct {
+	f *Factory
+
+	Session  string
+	Statuses []string
+	Outcomes []string
+}
+
+func newQueueCmd(f *Factory) *cobra.Command {
+	o := &queueOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "queue SESSION [--status queued,running,…] [--outcome failed,…]",
+		Short: "List a session's admissions in FIFO order",
+		Long: `Queue lists the session's admissions in seq order, every status by default.
+--status takes queued, running, unknown, done; --outcome takes completed,
+failed, interrupted, cancelled (both comma-separated or repeated).`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Session = args[0]
+			return sessionRun(f, o.Session, func(p *printer, st backend.Store, _ *Config) error {
+				filter, err := o.filter()
+				if err != nil {
+					return err
+				}
+				as, err := st.ListAdmissions(cmd.Context(), o.Session, filter)
+				if err != nil {
+					return err
+				}
+				return list(p, as, func(w io.Writer) error { return admissionTable(w, as, p.textWidth()) })
+			})
+		},
+	}
+	cmd.Flags().StringSliceVar(&o.Statuses, "status", nil, "only these statuses: queued, running, unknown, done")
+	cmd.Flags().StringSliceVar(&o.Outcomes, "outcome", nil, "only these outcomes: completed, failed, interrupted, cancelled")
+	_ = cmd.RegisterFlagCompletionFunc("status", fixedCompletion("queued", "running", "unknown", "done"))
+	_ = cmd.RegisterFlagCompletionFunc("outcome", fixedCompletion("completed", "failed", "interrupted", "cancelled"))
+	return cmd
+}
+
+func (o *queueOptions) filter() (backend.AdmissionFilter, error) {
+	var f backend.AdmissionFilter
+	for _, s := range o.Statuses {
+		switch st := backend.Status(s); st {
+		case backend.StatusQueued, backend.StatusRunning, backend.StatusUnknown, backend.StatusDone:
+			f.Statuses = append(f.Statuses, st)
+		default:
+			return f, backend.Errorf(backend.ErrInvalid, "status %q: want queued, running, unknown or done", s)
+		}
+	}
+	for _, s := range o.Outcomes {
+		switch oc := backend.Outcome(s); oc {
+		case backend.OutcomeCompleted, backend.OutcomeFailed, backend.OutcomeInterrupted, backend.OutcomeCancelled:
+			f.Outcomes = append(f.Outcomes, oc)
+		default:
+			return f, backend.Errorf(backend.ErrInvalid, "outcome %q: want completed, failed, interrupted or cancelled", s)
+		}
+	}
+	return f, nil
+}

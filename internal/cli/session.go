@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermesq/hermesq/pkg/admission"
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+func newSessionCmd(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Open, show, close, compress, switch or grant a session",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(
+		newSessionOpenCmd(f),
+		newSessionShowCmd(f),
+		newSessionCloseCmd(f),
+		newSessionCompressCmd(f),
+		newSessionSwitchCmd(f),
+		newSessionGrantCmd(f),
+	)
+	return cmd
+}
+
+// sessionFields is a session as "key: value" lines.
+func sessionFields(w io.Writer, s backend.Session, now time.Time) error {
+	lease := "none"
+	if s.LeaseHolder != "" {
+		state := "expired"
+		if s.LeaseLive(now) {
+			state = "live"
+		}
+		lease = fmt.Sprintf("%s until %s (%s)", s.LeaseHolder, timeText(s.LeaseExpiresAt), state)
+	}
+	grants := "-"
+	if len(s.Grants) > 0 {
+		grants = strings.Join(s.Grants, ", ")
+	}
+	return fields(w, [][2]string{
+		{"id", s.ID},
+		{"owner", s.Owner},
+		{"granted", grants},
+		{"current transcript", s.CurrentTranscript},
+		{"state", s.State()},
+		{"depth", fmt.Sprint(s.Queued)},
+		{"running", fmt.Sprint(s.Running)},
+		{"unknown", fmt.Sprint(s.Unknown)},
+		{"viewers", fmt.Sprint(s.Viewers)},
+		{"epoch", fmt.Sprint(s.Epoch)},
+		{"lease", lease},
+		{"created at", timeText(s.CreatedAt)},
+	})
+}
+
+// sessionRun is the body shared by the session subcommands: validate the
+// session id, then run with the printer, the store and the config.
+func sessionRun(f *Factory, id string, run func(p *printer, st backend.Store, cfg *Config) error) error {
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	p, err := f.printer()
+	if err != nil {
+		return err
+	}
+	if err := backend.ValidateID("session", id); err != nil {
+		return err
+	}
+	st, err := f.Store()
+	if err != nil {
+		return err
+	}
+	return run(p, st, cfg)
+}
+
+func newSessionOpenCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:               "open SESSION",
+		Short:             "Create a session owned by the principal",
+		Long:              "Open creates the session, owned by the principal, with a first transcript of the same id. An existing session is left unchanged.",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sessionRun(f, args[0], func(p *printer, st backend.Store, cfg *Config) error {
+				s, created, err := st.OpenSession(cmd.Context(), backend.OpenSessionRequest{ID: args[0], Owner: cfg.Principal, Now: f.Now()})
+				if err != nil {
+					return err
+				}
+				return p.object(s, func(w io.Writer) error {
+					verb := "exists"
+					if created {
+						verb = "opened"
+					}
+					_, err := fmt.Fprintf(w, "%s %s (owner %s, transcript %s)\n", verb, s.ID, s.Owner, s.CurrentTranscript)
+					return err
+				})
+			})
+		},
+	}
+}
+
+func newSessionShowCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:               "show SESSION",
+		Short:             "Show a session: owner, current transcript, state, depth, lease",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
+				s, err := st.GetSession(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return p.object(s, func(w io.Writer) error { return sessionFields(w, s, f.Now()) })
+			})
+		},
+	}
+}
+
+func newSessionCloseCmd(f *Factory) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "close SESSION --reason REASON",
+		Short: "End the session's current transcript (only when idle)",
+		Long: "Close ends the session's current transcript with REASON, one of " + strings.Join(backend.CloseReasons, ", ") +
+			", only when the session is idle (nothing queued, running or unknown); otherwise it exits 4.",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
+				if !slices.Contains(backend.CloseReasons, reason) {
+					return backend.Errorf(backend.ErrInvalid, "close reason %q: want one of %s", reason, strings.Join(backend.CloseReasons, ", "))
+				}
+				t, err := st.CloseSession(cmd.Context(), args[0], reason, f.Now())
+				if err != nil {
+					return err
+				}
+				return p.object(t, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "closed %s (transcript %s, %s)\n", args[0], t.ID, orDash(t.EndReason))
+					return err
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why: "+strings.Join(backend.CloseReasons, ", "))
+	_ = cmd.MarkFlagRequired("reason")
+	_ = cmd.RegisterFlagCompletionFunc("reason", fixedCompletion(backend.CloseReasons...))
+	return cmd
+}
+
+// defaultChild names a compression child when --child is not given:
+// SESSION:<8 hex>, or a plain random id when that would be too long.
+func defaultChild(session string) string {
+	id := admission.NewID()
+	if c := session + ":" + id[:8]; len(c) <= backend.MaxIDLen {
+		return c
+	}
+	return id
+}
+
+func newSessionCompressCmd(f *Factory) *cobra.Command {
+	var child string
+	cmd := &cobra.Command{
+		Use:   "compress SESSION [--child T]",
+		Short: "End the current transcript (compression) and continue it in a child",
+		Long: `Compress ends the session's current transcript with reason "compression" and
+makes a new child transcript, whose parent it is, current. The child is named
+--child, or SESSION:<8 hex digits>.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
+				c := child
+				if c == "" {
+					c = defaultChild(args[0])
+				}
+				if err := backend.ValidateID("transcript", c); err != nil {
+					return err
+				}
+				t, err := st.Compress(cmd.Context(), args[0], c, f.Now())
+				if err != nil {
+					return err
+				}
+				return p.object(t, func(w io.Writer) error {
+					from, to := t.Parent, t.ID
+					if t.Child != "" {
+						from, to = t.ID, t.Child
+					}
+					_, err := fmt.Fprintf(w, "compressed %s: %s -> %s\n", args[0], orDash(from), to)
+					return err
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&child, "child", "", "id of the new child transcript")
+	return cmd
+}
+
+func newSessionSwitchCmd(f *Factory) *cobra.Command {
+	var transcript string
+	cmd := &cobra.Command{
+		Use:   "switch SESSION --transcript T",
+		Short: "Point the session at another transcript (its own, or a new empty one)",
+		Long: `Switch re-points the session at transcript T: one of the session's own, or a
+new empty one named T (as resuming another conversation or branching would).`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
+				if err := backend.ValidateID("transcript", transcript); err != nil {
+					return err
+				}
+				t, err := st.Switch(cmd.Context(), args[0], transcript, f.Now())
+				if err != nil {
+					return err
+				}
+				return p.object(t, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "switched %s -> %s\n", args[0], t.ID)
+					return err
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&transcript, "transcript", "", "the transcript to make current")
+	_ = cmd.MarkFlagRequired("transcript")
+	return cmd
+}
+
+func newSessionGrantCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "grant SESSION PRINCIPAL",
+		Short: "Allow another principal to admit to the session",
+		Long:  "Grant allows PRINCIPAL to admit human input to the session besides its owner. Only the owner may grant (else exit 7).",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return sessionRun(f, args[0], func(p *printer, st backend.Store, cfg *Config) error {
+				return grant(cmd.Context(), f, p, st, cfg, args[0], args[1])
+			})
+		},
+	}
+}
+
+func grant(ctx context.Context, f *Factory, p *printer, st backend.Store, cfg *Config, session, principal string) error {
+	if err := backend.ValidateToken("principal", principal); err != nil {
+		return err
+	}
+	s, err := st.GetSession(ctx, session)
+	if err != nil {
+		return err
+	}
+	if s.Owner != cfg.Principal {
+		return backend.Errorf(backend.ErrForbidden, "grant on session %s: %s is not its owner (%s)", session, cfg.Principal, s.Owner)
+	}
+	if err := st.Grant(ctx, session, principal); err != nil {
+		return err
+	}
+	if s, err = st.GetSession(ctx, session); err != nil {
+		return err
+	}
+	return p.object(s, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "granted %s on %s\n", principal, session)
+		return err
+	})
+}
+
+func newSessionsCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "sessions",
+		Short: "List every session",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := f.printer()
+			if err != nil {
+				return err
+			}
+			st, err := f.Store()
+			if err != nil {
+				return err
+			}
+			ss, err := st.ListSessions(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return list(p, ss, func(w io.Writer) error {
+				rows := make([][]string, 0, len(ss))
+				for _, s := range ss {
+					rows = append(rows, []string{s.ID, s.Owner, s.State(), fmt.Sprint(s.Queued),
+						fmt.Sprint(s.Viewers), fmt.Sprint(s.Epoch), s.CurrentTranscript})
+				}
+				return table(w, []string{"SESSION", "OWNER", "STATE", "DEPTH", "VIEWERS", "EPOCH", "TRANSCRIPT"}, rows)
+			})
+		},
+	}
+}
