@@ -12,14 +12,11 @@ import (
 // exitCodesTable is the exit-code table of the contract (DESIGN §9).
 const exitCodesTable = `  0    success (a duplicate admission is a success)
   1    unexpected failure (also: store unreadable or corrupt)
-  2    usage or invalid input (bad flag, bad JSON, payload too large, invalid id,
-       unknown store scheme, a turn due with no handler)
+  2    usage or invalid input (bad flag, JSON or id; payload too large; no handler)
   3    not found
-  4    conflict (request id reused with another payload; session closed; close
-       while busy)
+  4    conflict (request id reused; session closed; close while busy)
   5    fenced, or the drain lease is held by another drainer
-  6    needs attention (queue paused on an unknown admission; a turn failed;
-       misrouted)
+  6    needs attention (paused on an unknown admission; a turn failed; misrouted)
   7    permission denied (principal not allowed; Redis auth refused)
   75   store temporarily unavailable or locked (retry later)
   130  drain interrupted by SIGINT

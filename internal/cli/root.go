@@ -29,7 +29,7 @@ store, output, principal, timeout, handler.command (a list of strings),
 handler.timeout, drain.lease, drain.on_unknown and payload_limit.
 
 Data goes to stdout; diagnostics go to stderr as one line
-"hermesq: error: ...", or with -o json as {"error":"<code>","message":"..."}.
+"hermesq: error: ...", or with -o json as {"error":"CODE","message":"..."}.
 
 Exit codes:
 ` + exitCodesTable,
