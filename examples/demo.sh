@@ -24,7 +24,7 @@ unset HERMESQ_STORE HERMESQ_CONFIG HERMESQ_OUTPUT
 export PATH="$work/bin:$PATH"
 
 run() {
-  printf '\n$ %s\n' "$*"
+  printf '\n$ %s\n' "${*@Q}"
   "$@"
 }
 
