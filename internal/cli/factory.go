@@ -92,8 +92,12 @@ func (f *Factory) Store() (backend.Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Second)
 	defer cancel()
-	f.store, f.storeErr = f.Registry.Open(ctx, cfg.Store, backend.Options{Timeout: cfg.Timeout})
-	f.opened = true
+	st, err := f.Registry.Open(ctx, cfg.Store, backend.Options{Timeout: cfg.Timeout})
+	if err != nil {
+		// An opener may return a typed nil with its error: keep no store.
+		st = nil
+	}
+	f.store, f.storeErr, f.opened = st, err, true
 	return f.store, f.storeErr
 }
 
