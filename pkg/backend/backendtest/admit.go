@@ -1,0 +1,418 @@
+package backendtest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+var admitTests = []suiteTest{
+	{name: "Admit/HumanNew", fn: testAdmitHumanNew},
+	{name: "Admit/RequestID", fn: testAdmitRequestID},
+	{name: "Admit/CreateSession", fn: testAdmitCreateSession},
+	{name: "Admit/Closed", fn: testAdmitClosed},
+	{name: "Admit/AutomationIdentities", fn: testAdmitIdentities},
+	{name: "Admit/AutomationPartialReoffer", fn: testAdmitPartialReoffer},
+	{name: "Admit/PayloadDiffers", fn: testAdmitPayloadDiffers},
+	{name: "Admit/PinnedTarget", fn: testAdmitPinnedTarget},
+	{name: "Admit/Batch", fn: testAdmitBatch},
+	{name: "Admit/SeqIncreasing", fn: testAdmitSeq},
+	{name: "GetAdmission/NotFound", fn: testGetAdmissionNotFound},
+	{name: "ListAdmissions/Filters", fn: testListAdmissions},
+	{name: "FindIdentity", fn: testFindIdentity},
+}
+
+func testAdmitHumanNew(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	const id = "0123456789abcdef0123456789abcdef"
+	res := admit1(t, s, backend.AdmitRequest{
+		ID: id, Session: "s1", Kind: backend.KindHuman, Principal: Owner,
+		Payload: Payload("hello <world> & co"), Now: at(time.Minute),
+	})
+	noErr(t, "admit", res.Err)
+	if res.Result != backend.ResultAdmitted {
+		t.Fatalf("result %q, want admitted", res.Result)
+	}
+	got := res.Admission
+	want := backend.Admission{
+		ID: id, Session: "s1", Seq: got.Seq, Kind: backend.KindHuman, Principal: Owner,
+		Payload: Payload("hello <world> & co"), Status: backend.StatusQueued, AdmittedAt: at(time.Minute),
+	}
+	diff(t, "admitted admission", want, got)
+	diff(t, "GetAdmission", got, getAdmission(t, s, id))
+	// Without a request id, the same input again is a new admission.
+	again := human(t, s, "s1", "hello <world> & co")
+	if again.ID == id || again.Seq <= got.Seq {
+		t.Errorf("second input without request id: id %s seq %d, want a new admission after seq %d", again.ID, again.Seq, got.Seq)
+	}
+	// The store gives an id when the request has none.
+	if again.ID == "" {
+		t.Errorf("admission without an id")
+	}
+}
+
+func testAdmitRequestID(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	noErr(t, "grant", s.Grant(ctxOf(t), "s1", Other))
+	req := backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, RequestID: "r-1", Payload: Payload("once")}
+	first := admit1(t, s, req)
+	noErr(t, "first admit", first.Err)
+	if first.Result != backend.ResultAdmitted || first.Admission.RequestID != "r-1" {
+		t.Fatalf("first admit: result %q request id %q", first.Result, first.Admission.RequestID)
+	}
+	req.Now = at(time.Minute)
+	dup := admit1(t, s, req)
+	noErr(t, "same request again", dup.Err)
+	if dup.Result != backend.ResultDuplicate {
+		t.Fatalf("same request id and payload: result %q, want duplicate", dup.Result)
+	}
+	diff(t, "duplicate's admission", first.Admission, dup.Admission)
+	diff(t, "duplicate's Duplicates", []string{first.Admission.ID}, dup.Duplicates)
+
+	other := req
+	other.Payload = Payload("twice")
+	res := admit1(t, s, other)
+	wantErr(t, "same request id, other payload", res.Err, backend.ErrConflict)
+	if res.Err != nil && (res.Admission.ID != "" || res.Result != "") {
+		t.Errorf("refused request has a result %q / admission %q", res.Result, res.Admission.ID)
+	}
+	all := listAdmissions(t, s, "s1", backend.AdmissionFilter{})
+	if len(all) != 1 {
+		t.Fatalf("after duplicate and conflict: %d admissions, want 1", len(all))
+	}
+	diff(t, "stored admission unchanged", first.Admission, all[0])
+
+	// The key is (principal, request id): another principal may use it.
+	mine := req
+	mine.Principal = Other
+	res = admit1(t, s, mine)
+	noErr(t, "same request id by another principal", res.Err)
+	if res.Result != backend.ResultAdmitted || res.Admission.ID == first.Admission.ID {
+		t.Errorf("another principal's request id: result %q id %s, want a new admission", res.Result, res.Admission.ID)
+	}
+
+	// A duplicate stays a duplicate once the admission is done.
+	l := acquire(t, s, "s1", "d", T0)
+	c := claim(t, s, l, first.Admission.ID, T0)
+	settleTurn(t, s, c, "ok", T0)
+	dup = admit1(t, s, req)
+	noErr(t, "request again after it ran", dup.Err)
+	if dup.Result != backend.ResultDuplicate || dup.Admission.ID != first.Admission.ID || dup.Admission.Status != backend.StatusDone {
+		t.Errorf("request again after it ran: result %q id %s status %s", dup.Result, dup.Admission.ID, dup.Admission.Status)
+	}
+}
+
+func testAdmitCreateSession(t *testing.T, s backend.Store) {
+	res := admit1(t, s, backend.AdmitRequest{Session: "new", Kind: backend.KindHuman, Principal: Other, Payload: Payload("x")})
+	wantErr(t, "human to unknown session without CreateSession", res.Err, backend.ErrNotFound)
+	_, err := s.GetSession(ctxOf(t), "new")
+	wantErr(t, "session after refused admit", err, backend.ErrNotFound)
+
+	res = admit1(t, s, backend.AdmitRequest{Session: "new", Kind: backend.KindHuman, Principal: Other, Payload: Payload("x"), CreateSession: true})
+	noErr(t, "human to unknown session with CreateSession", res.Err)
+	if res.Result != backend.ResultAdmitted {
+		t.Fatalf("result %q", res.Result)
+	}
+	sess := getSession(t, s, "new")
+	if sess.Owner != Other || sess.CurrentTranscript != "new" || sess.Queued != 1 {
+		t.Errorf("created session: owner %q transcript %q queued %d", sess.Owner, sess.CurrentTranscript, sess.Queued)
+	}
+	getTranscript(t, s, "new")
+
+	res = admit1(t, s, autoReq("ghost", "done", "id-1"))
+	wantErr(t, "automation to unknown session", res.Err, backend.ErrNotFound)
+	_, err = s.GetSession(ctxOf(t), "ghost")
+	wantErr(t, "session after automation to unknown session", err, backend.ErrNotFound)
+}
+
+func testAdmitClosed(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	_, err := s.CloseSession(ctxOf(t), "s1", "tui_close", T0)
+	noErr(t, "close", err)
+	req := backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("hi")}
+	res := admit1(t, s, req)
+	wantErr(t, "human to closed session", res.Err, backend.ErrClosed)
+	wantErr(t, "human to closed session", res.Err, backend.ErrConflict)
+	if n := getSession(t, s, "s1").Queued; n != 0 {
+		t.Fatalf("refused admit left %d queued", n)
+	}
+	// Automation input to a closed session is kept (it becomes a note).
+	ar := auto(t, s, "s1", "late result", "late-1")
+	if ar.Result != backend.ResultAdmitted {
+		t.Fatalf("automation to closed session: result %q", ar.Result)
+	}
+	tr := getTranscript(t, s, "s1")
+	if !tr.Ended() || tr.EndReason != "tui_close" {
+		t.Fatalf("automation admit changed the closed transcript: %+v", tr)
+	}
+	req.Reopen = true
+	res = admit1(t, s, req)
+	noErr(t, "human with Reopen", res.Err)
+	tr = getTranscript(t, s, "s1")
+	if tr.Ended() || tr.EndReason != "" {
+		t.Errorf("reopened transcript: ended_at %v reason %q", tr.EndedAt, tr.EndReason)
+	}
+	sess := getSession(t, s, "s1")
+	if sess.Closed || sess.State() == backend.StateClosed || sess.Queued != 2 {
+		t.Errorf("reopened session: closed %v state %s queued %d", sess.Closed, sess.State(), sess.Queued)
+	}
+}
+
+func testAdmitIdentities(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	a := auto(t, s, "s1", "A done", "A")
+	if a.Result != backend.ResultAdmitted {
+		t.Fatalf("new identity: result %q", a.Result)
+	}
+	diff(t, "identities of new", map[string]string{"A": backend.ResultAdmitted}, a.Identities)
+	diff(t, "admission identities", []string{"A"}, a.Admission.Identities)
+	if a.Admission.Kind != backend.KindAutomation || a.Admission.Producer != Producer || a.Admission.Status != backend.StatusQueued {
+		t.Errorf("automation admission: kind %s producer %q status %s", a.Admission.Kind, a.Admission.Producer, a.Admission.Status)
+	}
+	bc := auto(t, s, "s1", "B and C done", "B", "C")
+	if bc.Result != backend.ResultCoalesced {
+		t.Fatalf("two new identities: result %q, want coalesced", bc.Result)
+	}
+	diff(t, "coalesced identities", map[string]string{"B": backend.ResultAdmitted, "C": backend.ResultAdmitted}, bc.Identities)
+	diff(t, "coalesced admission identities", []string{"B", "C"}, bc.Admission.Identities)
+
+	re := auto(t, s, "s1", "A done", "A")
+	if re.Result != backend.ResultDuplicate || re.PayloadDiffers {
+		t.Fatalf("re-offer: result %q payload_differs %v", re.Result, re.PayloadDiffers)
+	}
+	diff(t, "re-offer resolves to the first admission", a.Admission, re.Admission)
+	diff(t, "re-offer identities", map[string]string{"A": backend.ResultDuplicate}, re.Identities)
+	diff(t, "re-offer duplicates", []string{a.Admission.ID}, re.Duplicates)
+
+	// By C alone, a coalesced admission is found too.
+	rc := auto(t, s, "s1", "C done", "C")
+	if rc.Result != backend.ResultDuplicate || rc.Admission.ID != bc.Admission.ID {
+		t.Errorf("re-offer of one identity of a coalesced admission: result %q id %s, want duplicate of %s", rc.Result, rc.Admission.ID, bc.Admission.ID)
+	}
+
+	// Terminal admissions still resolve their identities.
+	_, err := s.Cancel(ctxOf(t), a.Admission.ID, T0)
+	noErr(t, "cancel", err)
+	re = auto(t, s, "s1", "A done", "A")
+	if re.Result != backend.ResultDuplicate || re.Admission.ID != a.Admission.ID || re.Admission.Status != backend.StatusDone {
+		t.Errorf("re-offer of a cancelled admission: result %q id %s status %s", re.Result, re.Admission.ID, re.Admission.Status)
+	}
+	if n := len(listAdmissions(t, s, "s1", backend.AdmissionFilter{})); n != 2 {
+		t.Errorf("%d admissions, want 2", n)
+	}
+	// Identities are per session: the same identity elsewhere is new.
+	openSession(t, s, "s2")
+	if other := auto(t, s, "s2", "A done", "A"); other.Result != backend.ResultAdmitted {
+		t.Errorf("same identity in another session: result %q, want admitted", other.Result)
+	}
+}
+
+func testAdmitPartialReoffer(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	a := auto(t, s, "s1", "A", "A")
+	// The acknowledgement of [A] was lost; the producer now offers [A, B].
+	ab := auto(t, s, "s1", "A and B", "A", "B")
+	diff(t, "identities", map[string]string{"A": backend.ResultDuplicate, "B": backend.ResultAdmitted}, ab.Identities)
+	if ab.Result != backend.ResultAdmitted {
+		t.Errorf("result %q, want admitted (one new admission for B alone)", ab.Result)
+	}
+	if ab.Admission.ID == a.Admission.ID {
+		t.Fatalf("no new admission for B")
+	}
+	diff(t, "new admission carries B alone", []string{"B"}, ab.Admission.Identities)
+	diff(t, "duplicates", []string{a.Admission.ID}, ab.Duplicates)
+	all := listAdmissions(t, s, "s1", backend.AdmissionFilter{})
+	if len(all) != 2 {
+		t.Fatalf("%d admissions, want 2", len(all))
+	}
+	diff(t, "A's admission unchanged", a.Admission, all[0])
+	fa, err := s.FindIdentity(ctxOf(t), "s1", "A")
+	noErr(t, "find A", err)
+	fb, err := s.FindIdentity(ctxOf(t), "s1", "B")
+	noErr(t, "find B", err)
+	if fa.ID != a.Admission.ID || fb.ID != ab.Admission.ID {
+		t.Errorf("find: A→%s B→%s, want %s %s", fa.ID, fb.ID, a.Admission.ID, ab.Admission.ID)
+	}
+}
+
+func testAdmitPayloadDiffers(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	a := auto(t, s, "s1", "first", "A")
+	re := auto(t, s, "s1", "second", "A")
+	if re.Result != backend.ResultDuplicate || !re.PayloadDiffers {
+		t.Fatalf("re-offer with another payload: result %q payload_differs %v, want duplicate true", re.Result, re.PayloadDiffers)
+	}
+	diff(t, "first committed payload wins", string(Payload("first")), string(getAdmission(t, s, a.Admission.ID).Payload))
+	re = auto(t, s, "s1", "first", "A")
+	if re.PayloadDiffers {
+		t.Errorf("re-offer with the same payload: payload_differs true")
+	}
+}
+
+func testAdmitPinnedTarget(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	a := auto(t, s, "s1", "x", "A")
+	if a.Admission.PinnedTarget != "s1" {
+		t.Errorf("default pinned target %q, want the current transcript s1", a.Admission.PinnedTarget)
+	}
+	_, err := s.Compress(ctxOf(t), "s1", "s1.2", T0)
+	noErr(t, "compress", err)
+	b := auto(t, s, "s1", "y", "B")
+	if b.Admission.PinnedTarget != "s1.2" {
+		t.Errorf("default pinned target after compression %q, want s1.2", b.Admission.PinnedTarget)
+	}
+	req := autoReq("s1", "z", "C")
+	req.PinnedTarget = "s1"
+	c := admit1(t, s, req)
+	noErr(t, "admit with pinned target", c.Err)
+	if c.Admission.PinnedTarget != "s1" {
+		t.Errorf("explicit pinned target %q, want s1", c.Admission.PinnedTarget)
+	}
+	h := human(t, s, "s1", "human")
+	if h.Kind != backend.KindHuman {
+		t.Errorf("kind %q", h.Kind)
+	}
+}
+
+func testAdmitBatch(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	reqs := []backend.AdmitRequest{
+		{Session: "s1", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("one"), Now: T0},
+		{Session: "s1", Kind: backend.KindHuman, Principal: Other, Payload: Payload("forbidden"), Now: T0},
+		autoReq("s1", "auto", "A"),
+		{Session: "ghost", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("nowhere"), Now: T0},
+		autoReq("s1", "auto again", "A"),
+		{Session: "s1", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("two"), Now: T0},
+	}
+	res, err := s.Admit(ctxOf(t), reqs)
+	noErr(t, "admit batch", err)
+	if len(res) != len(reqs) {
+		t.Fatalf("%d results for %d requests", len(res), len(reqs))
+	}
+	wantResults := []string{backend.ResultAdmitted, "", backend.ResultAdmitted, "", backend.ResultDuplicate, backend.ResultAdmitted}
+	for i, r := range res {
+		if r.Result != wantResults[i] {
+			t.Errorf("request %d: result %q err %v, want %q", i, r.Result, r.Err, wantResults[i])
+		}
+	}
+	wantErr(t, "forbidden request of a batch", res[1].Err, backend.ErrForbidden)
+	wantErr(t, "request to unknown session in a batch", res[3].Err, backend.ErrNotFound)
+	if res[4].Admission.ID != res[2].Admission.ID {
+		t.Errorf("identity offered twice in one batch: %s then %s", res[2].Admission.ID, res[4].Admission.ID)
+	}
+	if !(res[0].Admission.Seq < res[2].Admission.Seq && res[2].Admission.Seq < res[5].Admission.Seq) {
+		t.Errorf("seqs in a batch not increasing in order: %d %d %d", res[0].Admission.Seq, res[2].Admission.Seq, res[5].Admission.Seq)
+	}
+	all := listAdmissions(t, s, "s1", backend.AdmissionFilter{})
+	var texts []string
+	for _, a := range all {
+		texts = append(texts, a.Text())
+	}
+	diff(t, "admitted in order", []string{"one", "auto", "two"}, texts)
+}
+
+func testAdmitSeq(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	var last uint64
+	for i := 0; i < 12; i++ {
+		var a backend.Admission
+		if i%3 == 0 {
+			a = auto(t, s, "s1", "a", fmt.Sprint("id-", i)).Admission
+			auto(t, s, "s1", "a", fmt.Sprint("id-", i)) // a duplicate takes no seq
+		} else {
+			a = human(t, s, "s1", fmt.Sprint("h", i))
+		}
+		if i > 0 && a.Seq <= last {
+			t.Fatalf("admission %d: seq %d not after %d", i, a.Seq, last)
+		}
+		last = a.Seq
+	}
+	sess := getSession(t, s, "s1")
+	if sess.NextSeq <= last {
+		t.Errorf("session next seq %d not after the last seq %d", sess.NextSeq, last)
+	}
+	all := listAdmissions(t, s, "s1", backend.AdmissionFilter{})
+	if len(all) != 12 {
+		t.Fatalf("%d admissions, want 12", len(all))
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].Seq <= all[i-1].Seq {
+			t.Fatalf("listing not in seq order: %d after %d", all[i].Seq, all[i-1].Seq)
+		}
+	}
+}
+
+func testGetAdmissionNotFound(t *testing.T, s backend.Store) {
+	_, err := s.GetAdmission(ctxOf(t), "ffffffffffffffffffffffffffffffff")
+	wantErr(t, "get unknown admission", err, backend.ErrNotFound)
+}
+
+func testListAdmissions(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	var ids []string
+	for i := 0; i < 6; i++ {
+		ids = append(ids, human(t, s, "s1", fmt.Sprint("m", i)).ID)
+	}
+	l := acquire(t, s, "s1", "d", T0)
+	c := claim(t, s, l, ids[0], T0)
+	settleTurn(t, s, c, "r", T0) // 0 done/completed
+	c = claim(t, s, l, ids[1], T0)
+	_, err := s.Settle(ctxOf(t), backend.SettleRequest{Session: "s1", AdmissionID: c.ID, Epoch: c.Epoch, Generation: c.Generation, Outcome: backend.OutcomeFailed, Error: "exit 1", Now: T0})
+	noErr(t, "settle failed", err) // 1 done/failed
+	_, err = s.Cancel(ctxOf(t), ids[3], T0)
+	noErr(t, "cancel", err)    // 3 done/cancelled
+	claim(t, s, l, ids[2], T0) // 2 running; 4, 5 queued
+
+	seqOf := func(as []backend.Admission) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.Text())
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		f    backend.AdmissionFilter
+		want []string
+	}{
+		{"all", backend.AdmissionFilter{}, []string{"m0", "m1", "m2", "m3", "m4", "m5"}},
+		{"queued", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusQueued}}, []string{"m4", "m5"}},
+		{"queued limit 1", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusQueued}, Limit: 1}, []string{"m4"}},
+		{"running", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusRunning}}, []string{"m2"}},
+		{"done", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusDone}}, []string{"m0", "m1", "m3"}},
+		{"queued or running", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusRunning, backend.StatusQueued}}, []string{"m2", "m4", "m5"}},
+		{"failed or cancelled", backend.AdmissionFilter{Outcomes: []backend.Outcome{backend.OutcomeFailed, backend.OutcomeCancelled}}, []string{"m1", "m3"}},
+		{"after seq of m2", backend.AdmissionFilter{AfterSeq: c.Seq + 1}, []string{"m3", "m4", "m5"}},
+		{"limit 2", backend.AdmissionFilter{Limit: 2}, []string{"m0", "m1"}},
+		{"done after m0, limit 1", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusDone}, AfterSeq: getAdmission(t, s, ids[0]).Seq, Limit: 1}, []string{"m1"}},
+	}
+	// "after seq of m2" uses m2's own seq.
+	cases[7].f.AfterSeq = getAdmission(t, s, ids[2]).Seq
+	for _, tc := range cases {
+		diff(t, "filter "+tc.name, tc.want, seqOf(listAdmissions(t, s, "s1", tc.f)))
+	}
+	_, err = s.ListAdmissions(ctxOf(t), "ghost", backend.AdmissionFilter{})
+	wantErr(t, "list admissions of unknown session", err, backend.ErrNotFound)
+}
+
+func testFindIdentity(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	openSession(t, s, "s2")
+	a := auto(t, s, "s1", "x", "shared", "only-1").Admission
+	b := auto(t, s, "s2", "y", "only-2").Admission
+	got, err := s.FindIdentity(ctxOf(t), "s1", "only-1")
+	noErr(t, "find in session", err)
+	diff(t, "found in session", a, got)
+	got, err = s.FindIdentity(ctxOf(t), "", "only-2")
+	noErr(t, "find in any session", err)
+	diff(t, "found in any session", b, got)
+	_, err = s.FindIdentity(ctxOf(t), "s2", "only-1")
+	wantErr(t, "identity of another session", err, backend.ErrNotFound)
+	_, err = s.FindIdentity(ctxOf(t), "", "nobody")
+	wantErr(t, "unknown identity", err, backend.ErrNotFound)
+	if _, err := s.FindIdentity(ctxOf(t), "", "shared"); err != nil {
+		t.Errorf("find shared in any session: %v", err)
+	}
+}

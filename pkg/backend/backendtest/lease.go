@@ -1,0 +1,153 @@
+package backendtest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+var leaseTests = []suiteTest{
+	{name: "Lease/Acquire", fn: testLeaseAcquire},
+	{name: "Lease/Recovery", fn: testLeaseRecovery},
+	{name: "Lease/RenewRelease", fn: testLeaseRenewRelease},
+	{name: "Claim", fn: testClaim},
+	{name: "Claim/Busy", fn: testClaimBusy},
+}
+
+func testLeaseAcquire(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	before := getSession(t, s, "s1").Epoch
+	l := acquire(t, s, "s1", "A", T0)
+	want := backend.Lease{Session: "s1", Holder: "A", Epoch: before + 1, ExpiresAt: at(30 * time.Second)}
+	diff(t, "lease", want, l)
+	sess := getSession(t, s, "s1")
+	if sess.Epoch != l.Epoch || sess.LeaseHolder != "A" || !sess.LeaseLive(at(29*time.Second)) || sess.LeaseLive(at(31*time.Second)) {
+		t.Errorf("session after acquire: epoch %d holder %q expires %v", sess.Epoch, sess.LeaseHolder, sess.LeaseExpiresAt)
+	}
+	_, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: 30 * time.Second, Now: at(29 * time.Second)})
+	wantErr(t, "acquire a live lease", err, backend.ErrLeaseHeld)
+	wantErr(t, "acquire a live lease", err, backend.ErrFenced)
+	if e := getSession(t, s, "s1").Epoch; e != l.Epoch {
+		t.Errorf("refused acquire moved the epoch to %d", e)
+	}
+	l2 := acquire(t, s, "s1", "B", at(31*time.Second))
+	if l2.Epoch != l.Epoch+1 || l2.Holder != "B" {
+		t.Errorf("takeover after expiry: epoch %d holder %q, want %d B", l2.Epoch, l2.Holder, l.Epoch+1)
+	}
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "ghost", Holder: "A", TTL: time.Second, Now: T0})
+	wantErr(t, "acquire lease of unknown session", err, backend.ErrNotFound)
+}
+
+func testLeaseRecovery(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	a := human(t, s, "s1", "one")
+	b := human(t, s, "s1", "two")
+	l := acquire(t, s, "s1", "A", T0)
+	claim(t, s, l, a.ID, T0)
+	l2 := acquire(t, s, "s1", "B", at(time.Minute))
+	diff(t, "recovered", []string{a.ID}, l2.Recovered)
+	got := getAdmission(t, s, a.ID)
+	if got.Status != backend.StatusUnknown || got.Outcome != "" {
+		t.Errorf("running admission after takeover: status %s outcome %q, want unknown", got.Status, got.Outcome)
+	}
+	if got := getAdmission(t, s, b.ID); got.Status != backend.StatusQueued {
+		t.Errorf("queued admission after takeover: status %s, want queued", got.Status)
+	}
+	sess := getSession(t, s, "s1")
+	if sess.Unknown != 1 || sess.Running != 0 || sess.Queued != 1 || sess.State() != backend.StatePaused {
+		t.Errorf("session after takeover: unknown %d running %d queued %d state %s", sess.Unknown, sess.Running, sess.Queued, sess.State())
+	}
+	// An unknown admission is not recovered again.
+	l3 := acquire(t, s, "s1", "C", at(time.Hour))
+	if len(l3.Recovered) != 0 {
+		t.Errorf("second takeover recovered %v", l3.Recovered)
+	}
+}
+
+func testLeaseRenewRelease(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	l := acquire(t, s, "s1", "A", T0)
+	r, err := s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch, TTL: time.Minute, Now: at(20 * time.Second)})
+	noErr(t, "renew", err)
+	if r.Epoch != l.Epoch || !r.ExpiresAt.Equal(at(80*time.Second)) {
+		t.Errorf("renewed lease: epoch %d expires %v, want %d %v", r.Epoch, r.ExpiresAt, l.Epoch, at(80*time.Second))
+	}
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: time.Minute, Now: at(60 * time.Second)})
+	wantErr(t, "acquire a renewed lease", err, backend.ErrLeaseHeld)
+	_, err = s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch + 1, TTL: time.Minute, Now: at(20 * time.Second)})
+	wantErr(t, "renew with a wrong epoch", err, backend.ErrFenced)
+	_, err = s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", Epoch: l.Epoch, TTL: time.Minute, Now: at(20 * time.Second)})
+	wantErr(t, "renew by another holder", err, backend.ErrFenced)
+
+	noErr(t, "release with a stale epoch", s.ReleaseLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch - 1}))
+	if h := getSession(t, s, "s1").LeaseHolder; h != "A" {
+		t.Fatalf("stale release changed the holder to %q", h)
+	}
+	noErr(t, "release", s.ReleaseLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch}))
+	sess := getSession(t, s, "s1")
+	if sess.LeaseHolder != "" || sess.LeaseLive(at(21*time.Second)) || sess.Epoch != l.Epoch {
+		t.Errorf("after release: holder %q epoch %d, want none and epoch kept %d", sess.LeaseHolder, sess.Epoch, l.Epoch)
+	}
+	noErr(t, "release again", s.ReleaseLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch}))
+	_, err = s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch, TTL: time.Minute, Now: at(21 * time.Second)})
+	wantErr(t, "renew a released lease", err, backend.ErrFenced)
+	l2 := acquire(t, s, "s1", "B", at(21*time.Second))
+	if l2.Epoch != l.Epoch+1 {
+		t.Errorf("acquire after release: epoch %d, want %d", l2.Epoch, l.Epoch+1)
+	}
+}
+
+func testClaim(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	a := human(t, s, "s1", "one")
+	b := human(t, s, "s1", "two")
+	l := acquire(t, s, "s1", "A", T0)
+	gen := getSession(t, s, "s1").Generation
+
+	_, err := s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: b.ID, Epoch: l.Epoch, Mode: backend.ModeTurn, DeliveredTo: "s1", Now: T0})
+	wantErr(t, "claim a non-head", err, backend.ErrNotHead)
+	_, err = s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: a.ID, Epoch: l.Epoch - 1, Mode: backend.ModeTurn, DeliveredTo: "s1", Now: T0})
+	wantErr(t, "claim with a stale epoch", err, backend.ErrFenced)
+	if got := getAdmission(t, s, a.ID); got.Status != backend.StatusQueued {
+		t.Fatalf("refused claims changed the head: %s", got.Status)
+	}
+
+	c := claim(t, s, l, a.ID, at(time.Second))
+	want := a
+	want.Status, want.Epoch, want.Generation, want.Mode, want.DeliveredTo, want.StartedAt =
+		backend.StatusRunning, l.Epoch, gen+1, backend.ModeTurn, "s1", at(time.Second)
+	diff(t, "claimed admission", want, c)
+	diff(t, "claimed admission stored", c, getAdmission(t, s, a.ID))
+	if g := getSession(t, s, "s1").Generation; g != gen+1 {
+		t.Errorf("session generation %d, want %d", g, gen+1)
+	}
+	settleTurn(t, s, c, "r", at(2*time.Second))
+	c2 := claim(t, s, l, b.ID, at(3*time.Second))
+	if c2.Generation != gen+2 {
+		t.Errorf("second claim generation %d, want %d", c2.Generation, gen+2)
+	}
+	_, err = s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: a.ID, Epoch: l.Epoch, Mode: backend.ModeTurn, Now: T0})
+	if err == nil {
+		t.Errorf("claim of a done admission succeeded")
+	}
+}
+
+func testClaimBusy(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	a := human(t, s, "s1", "one")
+	b := human(t, s, "s1", "two")
+	l := acquire(t, s, "s1", "A", T0)
+	claim(t, s, l, a.ID, T0)
+	// Once a is running, b is the lowest queued seq; it may still not start.
+	_, err := s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: b.ID, Epoch: l.Epoch, Mode: backend.ModeTurn, Now: T0})
+	wantErr(t, "claim while running", err, backend.ErrBusy)
+	l2 := acquire(t, s, "s1", "B", at(time.Hour))
+	_, err = s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: b.ID, Epoch: l2.Epoch, Mode: backend.ModeTurn, Now: at(time.Hour)})
+	wantErr(t, "claim while unknown", err, backend.ErrBusy)
+	_, err = s.Settle(ctxOf(t), backend.SettleRequest{Session: "s1", AdmissionID: b.ID, Epoch: l2.Epoch, Direct: true, Outcome: backend.OutcomeCompleted, Mode: backend.ModeNote, Now: at(time.Hour)})
+	wantErr(t, "direct settle while unknown", err, backend.ErrBusy)
+	_, err = s.Resolve(ctxOf(t), a.ID, backend.ResolveCompleted, at(time.Hour))
+	noErr(t, "resolve", err)
+	claim(t, s, l2, b.ID, at(time.Hour))
+}
