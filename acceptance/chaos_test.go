@@ -89,6 +89,7 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 	)
 	stopKills := make(chan struct{})
 	killsDone := make(chan int)
+	killRng := rand.New(rand.NewPCG(rng.Uint64(), 11)) // the kill loop's own
 	go func() {
 		kills := 0
 		for {
@@ -96,10 +97,10 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 			case <-stopKills:
 				killsDone <- kills
 				return
-			case <-time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond):
+			case <-time.After(time.Duration(200+killRng.IntN(1300)) * time.Millisecond):
 			}
 			mu.Lock()
-			i := rng.IntN(len(drainers))
+			i := killRng.IntN(len(drainers))
 			d := drainers[i]
 			killed[d.pid()] = true
 			d.signal(syscall.SIGKILL)
