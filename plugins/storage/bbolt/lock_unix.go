@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -138,6 +139,15 @@ func (w *lockWaiter) wait() {
 	}
 	w.mu.Unlock()
 	close(w.done)
+}
+
+// releaseFile drops the flock bbolt took on f and closes f, for a handle a
+// panic inside bolt.Open left behind (a no-op when db.Close closed it).
+func releaseFile(f *os.File) {
+	if fd := f.Fd(); fd != ^uintptr(0) {
+		_ = unix.Flock(int(fd), unix.LOCK_UN)
+	}
+	_ = f.Close()
 }
 
 func flockRetry(fd, how int) error {

@@ -126,7 +126,7 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("bbolt: store %s is closed: %w", s.path, backend.ErrInvalid)
 		}
-		if s.db != nil && (time.Since(s.openedAt) < maxHold || s.refs == 0) {
+		if s.db != nil && time.Since(s.openedAt) < maxHold {
 			s.refs++
 			db := s.db
 			s.mu.Unlock()
@@ -201,7 +201,7 @@ func safeClose(db *bolt.DB) (err error) {
 
 // openFile takes the sidecar lock, opens the bbolt file and checks (or, for
 // a new file, writes) the schema.
-func (s *Store) openFile(ctx context.Context) (db *bolt.DB, lock *fileLock, err error) {
+func (s *Store) openFile(ctx context.Context) (*bolt.DB, *fileLock, error) {
 	deadline := time.Now().Add(s.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -212,10 +212,23 @@ func (s *Store) openFile(ctx context.Context) (db *bolt.DB, lock *fileLock, err 
 	if fi, err := os.Stat(s.path); err == nil && fi.IsDir() {
 		return nil, nil, fmt.Errorf("bbolt: open %s: is a directory: %w", s.path, backend.ErrInternal)
 	}
-	lock, err = lockFile(ctx, s.path+".lock", deadline)
+	lock, err := lockFile(ctx, s.path+".lock", deadline)
 	if err != nil {
 		return nil, nil, err
 	}
+	db, err := s.openLocked(deadline)
+	if err != nil {
+		lock.unlock()
+		return nil, nil, err
+	}
+	return db, lock, nil
+}
+
+// openLocked opens the bbolt file once the sidecar lock is held.
+func (s *Store) openLocked(deadline time.Time) (db *bolt.DB, err error) {
+	// bolt.Open can panic on a corrupt file before it returns the handle;
+	// keep the *os.File so the panic does not leave it open and locked.
+	var file *os.File
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("bbolt: open %s: corrupt file (%v): %w", s.path, r, backend.ErrInternal)
@@ -223,31 +236,40 @@ func (s *Store) openFile(ctx context.Context) (db *bolt.DB, lock *fileLock, err 
 		if err != nil {
 			if db != nil {
 				_ = safeClose(db)
-				db = nil
 			}
-			lock.unlock()
-			lock = nil
+			if file != nil {
+				// A panic left bbolt's flock and mmap behind; the mmap keeps
+				// the file open, so drop the flock explicitly.
+				releaseFile(file)
+			}
+			db = nil
 		}
 	}()
 	remaining := time.Until(deadline)
 	if remaining < time.Millisecond {
 		remaining = time.Millisecond
 	}
-	db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: remaining, FreelistType: bolt.FreelistMapType})
+	db, err = bolt.Open(s.path, 0o600, &bolt.Options{
+		Timeout:      remaining,
+		FreelistType: bolt.FreelistMapType,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			file = f
+			return f, err
+		},
+	})
 	if err != nil {
+		db = nil
 		switch {
 		case errors.Is(err, bolterrors.ErrTimeout):
-			return nil, nil, fmt.Errorf("bbolt: open %s: locked by another process for %v: %w", s.path, s.timeout, backend.ErrUnavailable)
+			return nil, fmt.Errorf("bbolt: open %s: locked by another process for %v: %w", s.path, s.timeout, backend.ErrUnavailable)
 		case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, bolterrors.ErrChecksum):
-			return nil, nil, fmt.Errorf("bbolt: open %s: not a bbolt file or corrupt (%v): %w", s.path, err, backend.ErrInternal)
+			return nil, fmt.Errorf("bbolt: open %s: not a bbolt file or corrupt (%v): %w", s.path, err, backend.ErrInternal)
 		default:
-			return nil, nil, fmt.Errorf("bbolt: open %s: %v: %w", s.path, err, backend.ErrInternal)
+			return nil, fmt.Errorf("bbolt: open %s: %v: %w", s.path, err, backend.ErrInternal)
 		}
 	}
-	if err := checkSchema(db, s.path); err != nil {
-		return db, lock, err
-	}
-	return db, lock, nil
+	return db, checkSchema(db, s.path)
 }
 
 // checkSchema verifies the magic and schema version, and creates the
