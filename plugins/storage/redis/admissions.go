@@ -1,0 +1,395 @@
+package redis
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Admit commits each request with one admit script on its session's slot.
+// The global lookups it needs (admission id → session, identity → sessions,
+// the session index, the first transcript's id) are written first: if the
+// script then refuses, they are orphans that every lookup verifies.
+func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backend.AdmitResult, error) {
+	out := make([]backend.AdmitResult, len(reqs))
+	for i, req := range reqs {
+		res, err := s.admitOne(ctx, req)
+		if err != nil {
+			if c := backend.CodeOf(err); c == backend.CodeUnavailable || c == backend.CodeInternal {
+				// The call as a whole failed. Requests before this one are
+				// committed; each carries its own id, so a retry of the call
+				// resolves them to their admissions.
+				return nil, err
+			}
+			out[i] = backend.AdmitResult{Err: err}
+			continue
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
+func (s *Store) admitOne(ctx context.Context, req backend.AdmitRequest) (backend.AdmitResult, error) {
+	if err := backend.ValidateID("session", req.Session); err != nil {
+		return backend.AdmitResult{}, err
+	}
+	if req.ID == "" {
+		req.ID = newViewerID() // 128-bit random hex, as admission ids are
+	}
+	if req.Kind == backend.KindAutomation && len(req.Identities) == 0 {
+		return backend.AdmitResult{}, backend.Errorf(backend.ErrInvalid, "redis: admit to %s: automation input without identities", req.Session)
+	}
+	op := "admit to " + req.Session
+	pipe := s.client.Pipeline()
+	pipe.Set(ctx, s.k.admissionOwner(req.ID), req.Session, 0)
+	for _, id := range req.Identities {
+		pipe.SAdd(ctx, s.k.identityOwners(id), req.Session)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return backend.AdmitResult{}, s.wrap(op, err)
+	}
+	if req.Kind == backend.KindHuman && req.CreateSession {
+		n, err := s.client.Exists(ctx, s.k.session(req.Session)).Result()
+		if err != nil {
+			return backend.AdmitResult{}, s.wrap(op, err)
+		}
+		if n == 0 {
+			if err := s.claimTranscript(ctx, req.Session, req.Session); err != nil {
+				return backend.AdmitResult{}, err
+			}
+			if err := s.indexSession(ctx, req.Session); err != nil {
+				return backend.AdmitResult{}, err
+			}
+		}
+	}
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
+	}
+	sid := req.Session
+	args := []any{s.k.changes(), sid, req.ID, string(req.Kind), req.Producer, req.Principal,
+		req.RequestID, string(req.Payload), req.PinnedTarget, req.ReplayOf,
+		flag(req.CreateSession), flag(req.Reopen), nsOf(nowOr(req.Now))}
+	for _, id := range req.Identities {
+		args = append(args, id)
+	}
+	r, err := s.eval(ctx, scriptAdmit, []string{
+		s.k.session(sid), s.k.grants(sid), s.k.transcripts(sid), s.k.admissions(sid),
+		s.k.payloads(sid), s.k.identityLists(sid), s.k.seqs(sid), s.k.queued(sid),
+		s.k.identities(sid), s.k.requests(sid),
+	}, args...)
+	if err != nil {
+		return backend.AdmitResult{}, s.wrap(op, err)
+	}
+	if err := s.scriptErr(r, "admit to", "session "+sid); err != nil {
+		return backend.AdmitResult{}, err
+	}
+	if len(r) < 8 {
+		return backend.AdmitResult{}, errInternalf("%s: short reply", op)
+	}
+	a, err := decodeAdmission(str(r[2]), str(r[3]), str(r[4]))
+	if err != nil {
+		return backend.AdmitResult{}, err
+	}
+	res := backend.AdmitResult{Result: str(r[1]), Admission: a, PayloadDiffers: str(r[5]) == "1"}
+	if d := str(r[6]); d != "" {
+		res.Duplicates = strings.Split(d, "\x00")
+	}
+	res.Identities = map[string]string{}
+	idres := str(r[7])
+	for i, id := range req.Identities {
+		if i < len(idres) && idres[i] == 'd' {
+			res.Identities[id] = backend.ResultDuplicate
+		} else {
+			res.Identities[id] = backend.ResultAdmitted
+		}
+	}
+	return res, nil
+}
+
+// readAdmissions reads admissions of one session by id, in the given order;
+// ids without a record are skipped.
+func (s *Store) readAdmissions(ctx context.Context, session string, ids []string) ([]backend.Admission, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var recs, payloads, idents []any
+	err := s.readRetry(ctx, "read admissions of "+session, func() error {
+		pipe := s.client.Pipeline()
+		c1 := pipe.HMGet(ctx, s.k.admissions(session), ids...)
+		c2 := pipe.HMGet(ctx, s.k.payloads(session), ids...)
+		c3 := pipe.HMGet(ctx, s.k.identityLists(session), ids...)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		recs, payloads, idents = c1.Val(), c2.Val(), c3.Val()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.Admission, 0, len(ids))
+	for i := range ids {
+		rec, _ := recs[i].(string)
+		if rec == "" {
+			continue
+		}
+		p, _ := payloads[i].(string)
+		id, _ := idents[i].(string)
+		a, err := decodeAdmission(rec, p, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// GetAdmission returns one admission by id.
+func (s *Store) GetAdmission(ctx context.Context, id string) (backend.Admission, error) {
+	session, err := s.admissionSession(ctx, id)
+	if err != nil {
+		return backend.Admission{}, err
+	}
+	as, err := s.readAdmissions(ctx, session, []string{id})
+	if err != nil {
+		return backend.Admission{}, err
+	}
+	if len(as) == 0 {
+		return backend.Admission{}, backend.Errorf(backend.ErrNotFound, "redis: admission %s", id)
+	}
+	return as[0], nil
+}
+
+// admissionSession looks the admission's session up (not verified: the
+// caller reads the admission in that session).
+func (s *Store) admissionSession(ctx context.Context, id string) (string, error) {
+	var session string
+	err := s.readRetry(ctx, "get admission "+id, func() error {
+		var err error
+		session, err = s.client.Get(ctx, s.k.admissionOwner(id)).Result()
+		if err == goredis.Nil {
+			return backend.Errorf(backend.ErrNotFound, "redis: admission %s", id)
+		}
+		return err
+	})
+	return session, err
+}
+
+const pageSize = 512
+
+// ListAdmissions returns a session's admissions in seq order, filtered.
+func (s *Store) ListAdmissions(ctx context.Context, session string, f backend.AdmissionFilter) ([]backend.Admission, error) {
+	var exists int64
+	err := s.readRetry(ctx, "list admissions of "+session, func() error {
+		var err error
+		exists, err = s.client.Exists(ctx, s.k.session(session)).Result()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if exists == 0 {
+		return nil, backend.Errorf(backend.ErrNotFound, "redis: session %s", session)
+	}
+	index := s.k.seqs(session)
+	if len(f.Statuses) == 1 && f.Statuses[0] == backend.StatusQueued {
+		index = s.k.queued(session) // the FIFO itself: the head is one read away
+	}
+	statuses := map[backend.Status]bool{}
+	for _, st := range f.Statuses {
+		statuses[st] = true
+	}
+	outcomes := map[backend.Outcome]bool{}
+	for _, o := range f.Outcomes {
+		outcomes[o] = true
+	}
+	var out []backend.Admission
+	min := "(" + itoa(int64(f.AfterSeq))
+	for {
+		var zs []goredis.Z
+		err := s.readRetry(ctx, "list admissions of "+session, func() error {
+			var err error
+			zs, err = s.client.ZRangeByScoreWithScores(ctx, index, &goredis.ZRangeBy{
+				Min: min, Max: "+inf", Count: pageSize}).Result()
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(zs))
+		for i, z := range zs {
+			ids[i], _ = z.Member.(string)
+		}
+		as, err := s.readAdmissions(ctx, session, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			if len(statuses) > 0 && !statuses[a.Status] {
+				continue
+			}
+			if len(outcomes) > 0 && !outcomes[a.Outcome] {
+				continue
+			}
+			out = append(out, a)
+			if f.Limit > 0 && len(out) >= f.Limit {
+				return out, nil
+			}
+		}
+		if len(zs) < pageSize {
+			return out, nil
+		}
+		min = "(" + itoa(int64(zs[len(zs)-1].Score))
+	}
+}
+
+// FindIdentity returns the admission of the session (or of any session)
+// holding identity.
+func (s *Store) FindIdentity(ctx context.Context, session, identity string) (backend.Admission, error) {
+	sessions := []string{session}
+	if session == "" {
+		err := s.readRetry(ctx, "find identity", func() error {
+			var err error
+			sessions, err = s.client.SMembers(ctx, s.k.identityOwners(identity)).Result()
+			return err
+		})
+		if err != nil {
+			return backend.Admission{}, err
+		}
+		sort.Strings(sessions)
+	}
+	for _, sess := range sessions {
+		var id string
+		err := s.readRetry(ctx, "find identity", func() error {
+			var err error
+			id, err = s.client.HGet(ctx, s.k.identities(sess), identity).Result()
+			if err == goredis.Nil {
+				id, err = "", nil
+			}
+			return err
+		})
+		if err != nil {
+			return backend.Admission{}, err
+		}
+		if id == "" {
+			continue
+		}
+		as, err := s.readAdmissions(ctx, sess, []string{id})
+		if err != nil {
+			return backend.Admission{}, err
+		}
+		if len(as) == 1 {
+			return as[0], nil
+		}
+	}
+	return backend.Admission{}, backend.Errorf(backend.ErrNotFound, "redis: identity %q", identity)
+}
+
+// Claim moves the session's FIFO head to running.
+func (s *Store) Claim(ctx context.Context, req backend.ClaimRequest) (backend.Admission, error) {
+	sid := req.Session
+	r, err := s.eval(ctx, scriptClaim, []string{
+		s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid), s.k.unknown(sid),
+	}, s.k.changes(), sid, req.AdmissionID, req.Epoch, string(req.Mode), req.DeliveredTo, nsOf(nowOr(req.Now)))
+	return s.admissionReply(ctx, r, err, "claim", req.AdmissionID, sid)
+}
+
+// admissionReply decodes {'ok', record} replies, reading the payload and
+// identities, which never change, from their hashes.
+func (s *Store) admissionReply(ctx context.Context, r []any, err error, op, id, session string) (backend.Admission, error) {
+	if err != nil {
+		return backend.Admission{}, s.wrap(op+" "+id, err)
+	}
+	if err := s.scriptErr(r, op, "admission "+id+" of session "+session); err != nil {
+		return backend.Admission{}, err
+	}
+	var p, ids string
+	err = s.readRetry(ctx, op+" "+id, func() error {
+		pipe := s.client.Pipeline()
+		c1 := pipe.HGet(ctx, s.k.payloads(session), id)
+		c2 := pipe.HGet(ctx, s.k.identityLists(session), id)
+		_, err := pipe.Exec(ctx)
+		if err != nil && err != goredis.Nil {
+			return err
+		}
+		p, ids = c1.Val(), c2.Val()
+		return nil
+	})
+	if err != nil {
+		return backend.Admission{}, err
+	}
+	return decodeAdmission(str(r[1]), p, ids)
+}
+
+// Settle ends an admission and appends its messages in one script.
+func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
+	sid := req.Session
+	now := nowOr(req.Now)
+	keys := []string{s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
+		s.k.unknown(sid), s.k.transcripts(sid)}
+	args := []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation,
+		map[bool]string{true: "1", false: "0"}[req.Direct], string(req.Outcome), string(req.Mode),
+		req.DeliveredTo, req.Error, nsOf(now)}
+	for _, m := range req.Messages {
+		if err := backend.ValidateID("transcript", m.Transcript); err != nil {
+			return backend.Admission{}, err
+		}
+		switch m.Role {
+		case backend.RoleUser, backend.RoleAssistant, backend.RoleNote:
+		default:
+			return backend.Admission{}, backend.Errorf(backend.ErrInvalid, "redis: settle %s: message role %q", req.AdmissionID, m.Role)
+		}
+		raw, err := encodeMessage(m.Role, m.Content, req.AdmissionID, now, m.Metadata)
+		if err != nil {
+			return backend.Admission{}, err
+		}
+		keys = append(keys, s.k.messages(sid, m.Transcript))
+		args = append(args, m.Transcript, string(m.Role), raw)
+	}
+	r, err := s.eval(ctx, scriptSettle, keys, args...)
+	return s.admissionReply(ctx, r, err, "settle", req.AdmissionID, sid)
+}
+
+// Requeue puts a running admission back to queued.
+func (s *Store) Requeue(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
+	sid := req.Session
+	r, err := s.eval(ctx, scriptRequeue, []string{
+		s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
+	}, s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation)
+	return s.admissionReply(ctx, r, err, "requeue", req.AdmissionID, sid)
+}
+
+// Resolve settles an unknown admission or requeues it.
+func (s *Store) Resolve(ctx context.Context, id string, as backend.Resolution, now time.Time) (backend.Admission, error) {
+	switch as {
+	case backend.ResolveCompleted, backend.ResolveInterrupted, backend.ResolveRequeue:
+	default:
+		return backend.Admission{}, backend.Errorf(backend.ErrInvalid, "redis: resolve %s as %q", id, as)
+	}
+	sid, err := s.admissionSession(ctx, id)
+	if err != nil {
+		return backend.Admission{}, err
+	}
+	r, err := s.eval(ctx, scriptResolve, []string{s.k.admissions(sid), s.k.queued(sid), s.k.unknown(sid)},
+		s.k.changes(), sid, id, string(as), nsOf(nowOr(now)))
+	return s.admissionReply(ctx, r, err, "resolve", id, sid)
+}
+
+// Cancel settles a queued admission as cancelled.
+func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (backend.Admission, error) {
+	sid, err := s.admissionSession(ctx, id)
+	if err != nil {
+		return backend.Admission{}, err
+	}
+	r, err := s.eval(ctx, scriptCancel, []string{s.k.admissions(sid), s.k.queued(sid)},
+		s.k.changes(), sid, id, nsOf(nowOr(now)))
+	return s.admissionReply(ctx, r, err, "cancel", id, sid)
+}

@@ -1,0 +1,204 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Export calls fn with every record: for each session by id, the session,
+// its transcripts (in creation order) each followed by its messages, then
+// its admissions by seq.
+func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error {
+	sessions, err := s.ListSessions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sess := range sessions {
+		rec := &backend.SessionRecord{
+			ID: sess.ID, Owner: sess.Owner, Grants: append([]string{}, sess.Grants...),
+			CurrentTranscript: sess.CurrentTranscript, Epoch: sess.Epoch, Generation: sess.Generation,
+			NextSeq: sess.NextSeq, CreatedAt: sess.CreatedAt,
+		}
+		if err := fn(backend.Record{Session: rec}); err != nil {
+			return err
+		}
+		var trs map[string]string
+		err := s.readRetry(ctx, "export transcripts of "+sess.ID, func() error {
+			var err error
+			trs, err = s.client.HGetAll(ctx, s.k.transcripts(sess.ID)).Result()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		type ordered struct {
+			t backend.Transcript
+			n int64
+		}
+		list := make([]ordered, 0, len(trs))
+		for _, raw := range trs {
+			t, n, err := decodeTranscript(raw)
+			if err != nil {
+				return err
+			}
+			list = append(list, ordered{t, n})
+		}
+		sort.Slice(list, func(i, j int) bool {
+			if list[i].n != list[j].n {
+				return list[i].n < list[j].n
+			}
+			return list[i].t.ID < list[j].t.ID
+		})
+		for _, o := range list {
+			t := o.t
+			if err := fn(backend.Record{Transcript: &t}); err != nil {
+				return err
+			}
+			for after := uint64(0); ; {
+				msgs, err := s.ListMessages(ctx, t.ID, after, pageSize)
+				if err != nil {
+					return err
+				}
+				for i := range msgs {
+					if err := fn(backend.Record{Message: &msgs[i]}); err != nil {
+						return err
+					}
+				}
+				if len(msgs) < pageSize {
+					break
+				}
+				after = msgs[len(msgs)-1].Seq
+			}
+		}
+		as, err := s.ListAdmissions(ctx, sess.ID, backend.AdmissionFilter{})
+		if err != nil {
+			return err
+		}
+		for i := range as {
+			if err := fn(backend.Record{Admission: &as[i]}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Import writes records as Export produced them. A record already present
+// with the same content is a no-op; with other content, ErrConflict.
+func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
+	for i, r := range recs {
+		var err error
+		switch {
+		case r.Session != nil:
+			err = s.importSession(ctx, r.Session)
+		case r.Transcript != nil:
+			err = s.importTranscript(ctx, r.Transcript)
+		case r.Message != nil:
+			err = s.importMessage(ctx, r.Message)
+		case r.Admission != nil:
+			err = s.importAdmission(ctx, r.Admission)
+		default:
+			err = backend.Errorf(backend.ErrInvalid, "redis: import: empty record")
+		}
+		if err != nil {
+			return backend.Errorf(err, "import record %d", i+1)
+		}
+	}
+	return nil
+}
+
+func (s *Store) importSession(ctx context.Context, r *backend.SessionRecord) error {
+	if err := backend.ValidateID("session", r.ID); err != nil {
+		return err
+	}
+	if err := s.indexSession(ctx, r.ID); err != nil {
+		return err
+	}
+	args := []any{s.k.changes(), r.ID, r.Owner, r.CurrentTranscript, itoa(int64(r.Epoch)),
+		itoa(int64(r.Generation)), itoa(int64(r.NextSeq)), nsOf(r.CreatedAt)}
+	for _, g := range r.Grants {
+		args = append(args, g)
+	}
+	res, err := s.eval(ctx, scriptImportSession, []string{s.k.session(r.ID), s.k.grants(r.ID)}, args...)
+	if err != nil {
+		return s.wrap("import session "+r.ID, err)
+	}
+	return s.scriptErr(res, "import", "session "+r.ID)
+}
+
+func (s *Store) importTranscript(ctx context.Context, t *backend.Transcript) error {
+	if err := backend.ValidateID("transcript", t.ID); err != nil {
+		return err
+	}
+	if err := s.requireSession(ctx, t.Session); err != nil {
+		return err
+	}
+	if err := s.claimTranscript(ctx, t.Session, t.ID); err != nil {
+		return err
+	}
+	res, err := s.eval(ctx, scriptImportTranscript, []string{s.k.session(t.Session), s.k.transcripts(t.Session)},
+		s.k.changes(), t.Session, t.ID, t.Parent, t.Child, nsOf(t.EndedAt), t.EndReason, nsOf(t.CreatedAt))
+	if err != nil {
+		return s.wrap("import transcript "+t.ID, err)
+	}
+	return s.scriptErr(res, "import", "transcript "+t.ID)
+}
+
+func (s *Store) importMessage(ctx context.Context, m *backend.Message) error {
+	session, _, err := s.transcriptSession(ctx, m.Transcript)
+	if err != nil {
+		return err
+	}
+	if m.Seq == 0 {
+		return backend.Errorf(backend.ErrInvalid, "redis: import message of %s: seq 0", m.Transcript)
+	}
+	raw, err := encodeMessage(m.Role, m.Content, m.AdmissionID, m.CreatedAt, m.Metadata)
+	if err != nil {
+		return err
+	}
+	res, err := s.eval(ctx, scriptImportMessage, []string{s.k.transcripts(session), s.k.messages(session, m.Transcript)},
+		s.k.changes(), session, m.Transcript, itoa(int64(m.Seq)), string(m.Role), raw)
+	if err != nil {
+		return s.wrap("import message "+m.Transcript, err)
+	}
+	return s.scriptErr(res, "import", "message "+itoa(int64(m.Seq))+" of transcript "+m.Transcript)
+}
+
+func (s *Store) importAdmission(ctx context.Context, a *backend.Admission) error {
+	if a.ID == "" {
+		return backend.Errorf(backend.ErrInvalid, "redis: import admission without id")
+	}
+	if err := s.requireSession(ctx, a.Session); err != nil {
+		return err
+	}
+	pipe := s.client.Pipeline()
+	pipe.Set(ctx, s.k.admissionOwner(a.ID), a.Session, 0)
+	for _, id := range a.Identities {
+		pipe.SAdd(ctx, s.k.identityOwners(id), a.Session)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return s.wrap("import admission "+a.ID, err)
+	}
+	rec, err := json.Marshal(recOf(*a))
+	if err != nil {
+		return errInternalf("import admission %s: %v", a.ID, err)
+	}
+	sid := a.Session
+	args := []any{s.k.changes(), sid, a.ID, string(rec), string(a.Payload), strings.Join(a.Identities, "\x00")}
+	for _, id := range a.Identities {
+		args = append(args, id)
+	}
+	res, err := s.eval(ctx, scriptImportAdmission, []string{
+		s.k.session(sid), s.k.admissions(sid), s.k.payloads(sid), s.k.identityLists(sid),
+		s.k.seqs(sid), s.k.queued(sid), s.k.running(sid), s.k.unknown(sid),
+		s.k.identities(sid), s.k.requests(sid),
+	}, args...)
+	if err != nil {
+		return s.wrap("import admission "+a.ID, err)
+	}
+	return s.scriptErr(res, "import", "admission "+a.ID)
+}

@@ -1,0 +1,150 @@
+package redis
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Times are stored as unix nanoseconds in decimal ("" for none): exact, and
+// comparable as strings inside the scripts.
+func nsOf(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixNano(), 10)
+}
+
+func timeOf(ns string) time.Time {
+	if ns == "" {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// admRec is an admission's mutable record as the scripts store it (JSON
+// field names shared with the Lua code). The payload and the identities live
+// in their own hashes, byte-exact.
+type admRec struct {
+	ID           string `json:"id"`
+	Session      string `json:"session"`
+	Seq          uint64 `json:"seq"`
+	Kind         string `json:"kind"`
+	Producer     string `json:"producer"`
+	Principal    string `json:"principal"`
+	RequestID    string `json:"request_id"`
+	PinnedTarget string `json:"pinned_target"`
+	DeliveredTo  string `json:"delivered_to"`
+	Status       string `json:"status"`
+	Outcome      string `json:"outcome"`
+	Mode         string `json:"mode"`
+	Epoch        uint64 `json:"epoch"`
+	Generation   uint64 `json:"generation"`
+	AdmittedAt   string `json:"admitted_at"`
+	StartedAt    string `json:"started_at"`
+	SettledAt    string `json:"settled_at"`
+	ReplayOf     string `json:"replay_of"`
+	Error        string `json:"error"`
+}
+
+func recOf(a backend.Admission) admRec {
+	return admRec{
+		ID: a.ID, Session: a.Session, Seq: a.Seq, Kind: string(a.Kind), Producer: a.Producer,
+		Principal: a.Principal, RequestID: a.RequestID, PinnedTarget: a.PinnedTarget,
+		DeliveredTo: a.DeliveredTo, Status: string(a.Status), Outcome: string(a.Outcome),
+		Mode: string(a.Mode), Epoch: a.Epoch, Generation: a.Generation,
+		AdmittedAt: nsOf(a.AdmittedAt), StartedAt: nsOf(a.StartedAt), SettledAt: nsOf(a.SettledAt),
+		ReplayOf: a.ReplayOf, Error: a.Error,
+	}
+}
+
+// decodeAdmission builds an Admission from its record, payload and
+// NUL-joined identity list.
+func decodeAdmission(rec, payload, idents string) (backend.Admission, error) {
+	var r admRec
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+		return backend.Admission{}, errInternalf("decode admission record: %v", err)
+	}
+	a := backend.Admission{
+		ID: r.ID, Session: r.Session, Seq: r.Seq, Kind: backend.Kind(r.Kind), Producer: r.Producer,
+		Principal: r.Principal, RequestID: r.RequestID, PinnedTarget: r.PinnedTarget,
+		DeliveredTo: r.DeliveredTo, Status: backend.Status(r.Status), Outcome: backend.Outcome(r.Outcome),
+		Mode: backend.Mode(r.Mode), Epoch: r.Epoch, Generation: r.Generation,
+		AdmittedAt: timeOf(r.AdmittedAt), StartedAt: timeOf(r.StartedAt), SettledAt: timeOf(r.SettledAt),
+		ReplayOf: r.ReplayOf, Error: r.Error,
+	}
+	if payload != "" {
+		a.Payload = json.RawMessage(payload)
+	}
+	if idents != "" {
+		a.Identities = strings.Split(idents, "\x00")
+	}
+	return a, nil
+}
+
+// trRec is a transcript record as the scripts store it.
+type trRec struct {
+	ID           string `json:"id"`
+	Session      string `json:"session"`
+	Parent       string `json:"parent"`
+	Child        string `json:"child"`
+	EndedAt      string `json:"ended_at"`
+	EndReason    string `json:"end_reason"`
+	MessageCount int    `json:"message_count"`
+	NoteCount    int    `json:"note_count"`
+	CreatedAt    string `json:"created_at"`
+	N            int64  `json:"n"` // creation order within the session
+}
+
+func decodeTranscript(rec string) (backend.Transcript, int64, error) {
+	var r trRec
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+		return backend.Transcript{}, 0, errInternalf("decode transcript record: %v", err)
+	}
+	return backend.Transcript{
+		ID: r.ID, Session: r.Session, Parent: r.Parent, Child: r.Child,
+		EndedAt: timeOf(r.EndedAt), EndReason: r.EndReason,
+		MessageCount: r.MessageCount, NoteCount: r.NoteCount, CreatedAt: timeOf(r.CreatedAt),
+	}, r.N, nil
+}
+
+// msgRec is a message as stored in its transcript's list; its seq is its
+// position in the list.
+type msgRec struct {
+	Role        backend.Role   `json:"role"`
+	Content     string         `json:"content"`
+	AdmissionID string         `json:"admission_id,omitempty"`
+	CreatedAt   string         `json:"created_at,omitempty"`
+	Metadata    map[string]any `json:"metadata,omitempty"`
+}
+
+func encodeMessage(role backend.Role, content, admission string, at time.Time, md map[string]any) (string, error) {
+	b, err := json.Marshal(msgRec{Role: role, Content: content, AdmissionID: admission, CreatedAt: nsOf(at), Metadata: md})
+	if err != nil {
+		return "", backend.Errorf(backend.ErrInvalid, "redis: message metadata: %v", err)
+	}
+	return string(b), nil
+}
+
+func decodeMessage(transcript string, seq uint64, raw string) (backend.Message, error) {
+	var r msgRec
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return backend.Message{}, errInternalf("decode message: %v", err)
+	}
+	return backend.Message{
+		Transcript: transcript, Seq: seq, Role: r.Role, Content: r.Content,
+		AdmissionID: r.AdmissionID, CreatedAt: timeOf(r.CreatedAt), Metadata: r.Metadata,
+	}, nil
+}
+
+func u64(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
+}

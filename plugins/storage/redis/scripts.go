@@ -1,0 +1,112 @@
+package redis
+
+import (
+	"context"
+	"embed"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// script is one Lua script of scripts/, with common.lua prepended.
+type script struct {
+	name string
+	src  string
+	hash string
+}
+
+func loadScript(name string) *script {
+	common, err := scriptFS.ReadFile("scripts/common.lua")
+	if err != nil {
+		panic(err)
+	}
+	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	src := string(common) + string(body)
+	return &script{name: name, src: src, hash: goredis.NewScript(src).Hash()}
+}
+
+var (
+	scriptOpenSession      = loadScript("open_session")
+	scriptGetSession       = loadScript("get_session")
+	scriptGrant            = loadScript("grant")
+	scriptAdmit            = loadScript("admit")
+	scriptClaim            = loadScript("claim")
+	scriptSettle           = loadScript("settle")
+	scriptRequeue          = loadScript("requeue")
+	scriptResolve          = loadScript("resolve")
+	scriptCancel           = loadScript("cancel")
+	scriptAcquireLease     = loadScript("acquire_lease")
+	scriptRenewLease       = loadScript("renew_lease")
+	scriptReleaseLease     = loadScript("release_lease")
+	scriptAddViewer        = loadScript("add_viewer")
+	scriptRemoveViewer     = loadScript("remove_viewer")
+	scriptCloseSession     = loadScript("close_session")
+	scriptCompress         = loadScript("compress")
+	scriptSwitch           = loadScript("switch")
+	scriptImportSession    = loadScript("import_session")
+	scriptImportTranscript = loadScript("import_transcript")
+	scriptImportMessage    = loadScript("import_message")
+	scriptImportAdmission  = loadScript("import_admission")
+)
+
+// noRetryCmd marks a script call as not to be re-sent by the client after a
+// network error: the script may have run, and running a state change twice
+// is not the same as running it once. (MOVED/ASK redirects, which mean it
+// did not run, are still followed.)
+type noRetryCmd struct{ *goredis.Cmd }
+
+func (noRetryCmd) NoRetry() bool { return true }
+
+// eval runs sc with EVALSHA, falling back to EVAL when the server does not
+// have it cached (NOSCRIPT: nothing ran). It returns the script's reply as
+// a slice whose first element is the status code.
+func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any) ([]any, error) {
+	run := func(verb, body string) (any, error) {
+		cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+		cmdArgs = append(cmdArgs, verb, body, len(keys))
+		for _, k := range keys {
+			cmdArgs = append(cmdArgs, k)
+		}
+		cmdArgs = append(cmdArgs, args...)
+		cmd := goredis.NewCmd(ctx, cmdArgs...)
+		if len(keys) > 0 {
+			cmd.SetFirstKeyPos(3)
+		}
+		_ = s.client.Process(ctx, noRetryCmd{cmd})
+		return cmd.Result()
+	}
+	v, err := run("evalsha", sc.hash)
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		v, err = run("eval", sc.src)
+	}
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return nil, errInternalf("script %s: unexpected reply %T", sc.name, v)
+	}
+	return arr, nil
+}
+
+// status is the first element of a script reply.
+func status(reply []any) string {
+	s, _ := reply[0].(string)
+	return s
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return itoa(x)
+	}
+	return ""
+}

@@ -1,0 +1,37 @@
+-- common.lua: helpers prepended to every script of this directory.
+-- Times are unix nanoseconds as decimal strings ("" = none), compared
+-- exactly as strings (ns_lt), never read from Redis TIME.
+local function hgetall(key)
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then return nil end
+  local t = {}
+  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
+  return t
+end
+
+local function ns_lt(a, b)
+  if a == b then return false end
+  if a == '' then return true end
+  if b == '' then return false end
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+
+local function getrec(key, field)
+  local v = redis.call('HGET', key, field)
+  if not v then return nil end
+  return cjson.decode(v)
+end
+
+local function putrec(key, field, rec)
+  redis.call('HSET', key, field, cjson.encode(rec))
+end
+
+local function busy(running_key, unknown_key)
+  return redis.call('SCARD', running_key) + redis.call('SCARD', unknown_key) > 0
+end
+
+local function publish(channel, session)
+  redis.call('PUBLISH', channel, session)
+end
+

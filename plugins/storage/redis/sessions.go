@@ -1,0 +1,218 @@
+package redis
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+func nowOr(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}
+
+// claimTranscript makes t a transcript id of session, globally: SET NX on
+// the transcript's owner key. An entry left by a script that then refused
+// (an orphan) is taken over when the named session has no such transcript.
+func (s *Store) claimTranscript(ctx context.Context, session, t string) error {
+	key := s.k.transcriptOwner(t)
+	ok, err := s.client.SetNX(ctx, key, session, 0).Result()
+	if err != nil {
+		return s.wrap("claim transcript "+t, err)
+	}
+	if ok {
+		return nil
+	}
+	owner, err := s.client.Get(ctx, key).Result()
+	if err != nil && err != goredis.Nil {
+		return s.wrap("claim transcript "+t, err)
+	}
+	if owner == session {
+		return nil
+	}
+	if owner != "" {
+		held, err := s.client.HExists(ctx, s.k.transcripts(owner), t).Result()
+		if err != nil {
+			return s.wrap("claim transcript "+t, err)
+		}
+		if held {
+			return backend.Errorf(backend.ErrConflict, "redis: transcript %s belongs to session %s", t, owner)
+		}
+	}
+	if err := s.client.Set(ctx, key, session, 0).Err(); err != nil {
+		return s.wrap("claim transcript "+t, err)
+	}
+	return nil
+}
+
+// indexSession adds the session to the global session index (idempotent).
+func (s *Store) indexSession(ctx context.Context, session string) error {
+	err := s.client.ZAdd(ctx, s.k.sessionIndex(), goredis.Z{Member: session}).Err()
+	return s.wrap("index session "+session, err)
+}
+
+// OpenSession creates a session whose first transcript has its id.
+func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest) (backend.Session, bool, error) {
+	if err := backend.ValidateID("session", req.ID); err != nil {
+		return backend.Session{}, false, err
+	}
+	if err := backend.ValidateToken("owner", req.Owner); err != nil {
+		return backend.Session{}, false, err
+	}
+	exists, err := s.client.Exists(ctx, s.k.session(req.ID)).Result()
+	if err != nil {
+		return backend.Session{}, false, s.wrap("open session "+req.ID, err)
+	}
+	if exists == 0 {
+		if err := s.claimTranscript(ctx, req.ID, req.ID); err != nil {
+			return backend.Session{}, false, err
+		}
+		if err := s.indexSession(ctx, req.ID); err != nil {
+			return backend.Session{}, false, err
+		}
+	}
+	r, err := s.eval(ctx, scriptOpenSession,
+		[]string{s.k.session(req.ID), s.k.transcripts(req.ID)},
+		s.k.changes(), req.ID, req.Owner, nsOf(nowOr(req.Now)))
+	if err != nil {
+		return backend.Session{}, false, s.wrap("open session "+req.ID, err)
+	}
+	sess, err := s.GetSession(ctx, req.ID)
+	return sess, status(r) == "created", err
+}
+
+// GetSession reads a session with its counters and live viewers.
+func (s *Store) GetSession(ctx context.Context, id string) (backend.Session, error) {
+	var sess backend.Session
+	err := s.readRetry(ctx, "get session "+id, func() error {
+		r, err := s.eval(ctx, scriptGetSession, []string{
+			s.k.session(id), s.k.grants(id), s.k.transcripts(id), s.k.queued(id),
+			s.k.running(id), s.k.unknown(id), s.k.viewers(id),
+		}, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		if err != nil {
+			return err
+		}
+		if status(r) != "ok" {
+			return backend.Errorf(backend.ErrNotFound, "redis: session %s", id)
+		}
+		sess, err = decodeSession(r)
+		return err
+	})
+	return sess, err
+}
+
+func decodeSession(r []any) (backend.Session, error) {
+	if len(r) < 8 {
+		return backend.Session{}, errInternalf("get session: short reply")
+	}
+	flat, _ := r[1].([]any)
+	f := map[string]string{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		f[str(flat[i])] = str(flat[i+1])
+	}
+	sess := backend.Session{
+		ID: f["id"], Owner: f["owner"], CurrentTranscript: f["current"],
+		Epoch: u64(f["epoch"]), Generation: u64(f["generation"]), NextSeq: u64(f["next_seq"]),
+		LeaseHolder: f["lease_holder"], LeaseExpiresAt: timeOf(f["lease_expires_at"]),
+		CreatedAt: timeOf(f["created_at"]),
+	}
+	if g, _ := r[2].([]any); len(g) > 0 {
+		for _, p := range g {
+			sess.Grants = append(sess.Grants, str(p))
+		}
+		sort.Strings(sess.Grants)
+	}
+	n := func(v any) int { x, _ := v.(int64); return int(x) }
+	sess.Queued, sess.Running, sess.Unknown, sess.Viewers = n(r[3]), n(r[4]), n(r[5]), n(r[6])
+	if cur := str(r[7]); cur != "" {
+		t, _, err := decodeTranscript(cur)
+		if err != nil {
+			return sess, err
+		}
+		sess.Closed = t.Ended()
+	}
+	return sess, nil
+}
+
+// ListSessions returns every session ordered by id.
+func (s *Store) ListSessions(ctx context.Context) ([]backend.Session, error) {
+	var ids []string
+	err := s.readRetry(ctx, "list sessions", func() error {
+		var err error
+		ids, err = s.client.ZRange(ctx, s.k.sessionIndex(), 0, -1).Result()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(ids)
+	out := make([]backend.Session, 0, len(ids))
+	for _, id := range ids {
+		sess, err := s.GetSession(ctx, id)
+		if backend.CodeOf(err) == backend.CodeNotFound {
+			continue // an index entry whose session was never created
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sess)
+	}
+	return out, nil
+}
+
+// Grant allows principal to admit to the session besides its owner.
+func (s *Store) Grant(ctx context.Context, session, principal string) error {
+	if err := backend.ValidateToken("principal", principal); err != nil {
+		return err
+	}
+	r, err := s.eval(ctx, scriptGrant, []string{s.k.session(session), s.k.grants(session)},
+		s.k.changes(), session, principal)
+	if err != nil {
+		return s.wrap("grant "+session, err)
+	}
+	return s.scriptErr(r, "grant", "session "+session)
+}
+
+// scriptErr maps a script's status code to the contract's errors.
+func (s *Store) scriptErr(r []any, op, what string) error {
+	code := status(r)
+	detail := ""
+	if len(r) > 1 {
+		detail = str(r[1])
+	}
+	switch code {
+	case "ok", "created", "exists":
+		return nil
+	case "not_found":
+		return backend.Errorf(backend.ErrNotFound, "redis: %s %s", op, what)
+	case "no_transcript":
+		return backend.Errorf(backend.ErrNotFound, "redis: %s %s: transcript %s", op, what, detail)
+	case "forbidden":
+		return backend.Errorf(backend.ErrForbidden, "redis: %s %s", op, what)
+	case "conflict":
+		if detail != "" {
+			return backend.Errorf(backend.ErrConflict, "redis: %s %s (%s)", op, what, detail)
+		}
+		return backend.Errorf(backend.ErrConflict, "redis: %s %s", op, what)
+	case "closed":
+		return backend.Errorf(backend.ErrClosed, "redis: %s %s", op, what)
+	case "busy":
+		return backend.Errorf(backend.ErrBusy, "redis: %s %s", op, what)
+	case "not_head":
+		return backend.Errorf(backend.ErrNotHead, "redis: %s %s", op, what)
+	case "fenced":
+		return backend.Errorf(backend.ErrFenced, "redis: %s %s", op, what)
+	case "held":
+		return backend.Errorf(backend.ErrLeaseHeld, "redis: %s %s (holder %s)", op, what, detail)
+	case "gap":
+		return backend.Errorf(backend.ErrInvalid, "redis: %s %s: next message seq is %s", op, what, detail)
+	}
+	return errInternalf("%s %s: unknown script status %q", op, what, code)
+}
