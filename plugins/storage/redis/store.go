@@ -64,15 +64,15 @@ func Opener(ctx context.Context, u *url.URL, opts backend.Options) (backend.Stor
 
 // Config is a parsed store URL.
 type Config struct {
-	Hosts      []string
-	Username   string
-	Password   string
-	DB         int
-	Prefix     string
-	TLS        *tls.Config
-	Cluster    bool
-	Sentinel   string // master name
-	Redacted   string
+	Hosts    []string
+	Username string
+	Password string
+	DB       int
+	Prefix   string
+	TLS      *tls.Config
+	Cluster  bool
+	Sentinel string // master name
+	Redacted string
 }
 
 // ParseURL parses and checks a store URL without connecting.
@@ -259,7 +259,6 @@ func (s *Store) Close() error { return s.client.Close() }
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...interface{}) {}
-
 
 // wrap maps a client error to the contract's error codes, naming the
 // operation. The password never appears: go-redis errors do not carry it
