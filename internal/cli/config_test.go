@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Configuration precedence: flag > HERMESQ_* environment > config file >
+// default, for the principal, the output format and the store.
+func TestConfigPrecedence(t *testing.T) {
+	e := newEnv(t)
+	principal := func(session string, args ...string) string {
+		t.Helper()
+		r := e.ok(append(append([]string{"-o", "json"}, args...), "admit", session, "--text", "x")...)
+		return deref(decode[admitOut](t, r).Admission.Principal)
+	}
+
+	// default: the OS user name
+	if got, want := principal("p0"), osUser(); got != want {
+		t.Fatalf("default principal %q, want the OS user %q", got, want)
+	}
+	// the default config file ($XDG_CONFIG_HOME/hermesq/config.yaml)
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "principal: file-user\n")
+	if got := principal("p1"); got != "file-user" {
+		t.Fatalf("principal from config file: %q", got)
+	}
+	// environment over file
+	t.Setenv("HERMESQ_PRINCIPAL", "env-user")
+	if got := principal("p2"); got != "env-user" {
+		t.Fatalf("principal from environment: %q", got)
+	}
+	// flag over environment
+	if got := principal("p3", "--principal", "flag-user"); got != "flag-user" {
+		t.Fatalf("principal from flag: %q", got)
+	}
+	t.Setenv("HERMESQ_PRINCIPAL", "")
+
+	// --config names another file, over the default one; HERMESQ_CONFIG too.
+	other := filepath.Join(e.dir, "other.yaml")
+	writeFile(t, other, "principal: other-file-user\n")
+	if got := principal("p4", "--config", other); got != "other-file-user" {
+		t.Fatalf("principal from --config: %q", got)
+	}
+	t.Setenv("HERMESQ_CONFIG", other)
+	if got := principal("p5"); got != "other-file-user" {
+		t.Fatalf("principal from HERMESQ_CONFIG: %q", got)
+	}
+	t.Setenv("HERMESQ_CONFIG", "")
+
+	// output: file < env < flag
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "principal: file-user\noutput: json\n")
+	r := e.ok("session", "show", "p1")
+	if !strings.HasPrefix(r.out, "{") {
+		t.Fatalf("output json from config file: %q", r.out)
+	}
+	t.Setenv("HERMESQ_OUTPUT", "text")
+	if r := e.ok("session", "show", "p1"); !strings.HasPrefix(r.out, "id:") {
+		t.Fatalf("output text from environment: %q", r.out)
+	}
+	if r := e.ok("-o", "jsonl", "sessions"); strings.HasPrefix(r.out, "[") || !strings.HasPrefix(r.out, "{") {
+		t.Fatalf("output jsonl from flag: %q", r.out)
+	}
+	t.Setenv("HERMESQ_OUTPUT", "")
+
+	// store: file < env < flag
+	e.noStoreFlag = true
+	dbFile := filepath.Join(e.dir, "file.db")
+	dbEnv := filepath.Join(e.dir, "env.db")
+	dbFlag := filepath.Join(e.dir, "flag.db")
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "store: bbolt://"+dbFile+"\n")
+	e.ok("session", "open", "in-file")
+	t.Setenv("HERMESQ_STORE", "bbolt://"+dbEnv)
+	e.ok("session", "open", "in-env")
+	e.ok("--store", "bbolt://"+dbFlag, "session", "open", "in-flag")
+	t.Setenv("HERMESQ_STORE", "")
+	for db, want := range map[string]string{dbFile: "in-file", dbEnv: "in-env", dbFlag: "in-flag"} {
+		r := e.ok("--store", "bbolt://"+db, "sessions")
+		if !strings.Contains(r.out, want) || strings.Count(r.out, "\n") != 2 {
+			t.Errorf("%s holds:\n%s\nwant only %s", db, r.out, want)
+		}
+	}
+	// default store: $XDG_STATE_HOME/hermesq/hermesq.db
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "{}\n")
+	e.ok("session", "open", "in-default")
+	if _, err := os.Stat(filepath.Join(e.dir, "state", "hermesq", "hermesq.db")); err != nil {
+		t.Fatalf("default store: %v", err)
+	}
+}
+
+// The handler and drain settings come from the config file; a flag wins.
+func TestConfigHandlerAndDrain(t *testing.T) {
+	e := newEnv(t)
+	reply := filepath.Join(e.dir, "reply.sh")
+	writeFile(t, reply, "#!/bin/sh\ncat >/dev/null\necho \"reply from $1\"\n")
+	if err := os.Chmod(reply, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"),
+		"handler:\n  command: ["+reply+", config]\n  timeout: 1m\ndrain:\n  lease: 20s\n  on_unknown: requeue\n")
+	e.ok("admit", "s1", "--text", "one")
+	e.ok("drain", "s1")
+	e.ok("admit", "s1", "--text", "two")
+	e.ok("drain", "s1", "--", reply, "argv")
+	r := e.ok("transcript", "s1")
+	want := "[1] user: one\n[2] assistant: reply from config\n[3] user: two\n[4] assistant: reply from argv\n"
+	if r.out != want {
+		t.Fatalf("transcript:\n%s\nwant:\n%s", r.out, want)
+	}
+
+	// A bad value in the file is a usage error naming the key.
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "drain:\n  lease: soon\n")
+	r = e.run("drain", "s1").wantExit(t, ExitUsage)
+	contains(t, "stderr", r.err, "drain.lease")
+	// and the flag overrides the file's bad value
+	e.ok("drain", "s1", "--lease", "10s", "--", reply)
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "payload_limit: lots\n")
+	e.run("admit", "s1", "--text", "x").wantExit(t, ExitUsage)
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "output: [unclosed\n")
+	e.run("sessions").wantExit(t, ExitUsage)
+	// A named config file that does not exist is an error; a missing default
+	// one is not.
+	e.run("--config", filepath.Join(e.dir, "nope.yaml"), "sessions").wantExit(t, ExitUsage)
+}
