@@ -196,4 +196,3 @@ func contains(t *testing.T, what, s, sub string) {
 		t.Fatalf("%s does not contain %q:\n%s", what, sub, s)
 	}
 }
-

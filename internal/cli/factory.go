@@ -12,6 +12,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
+	redisstore "github.com/hermesq/hermesq/plugins/storage/redis"
 )
 
 // Factory holds what commands share during one invocation: the I/O streams
@@ -58,7 +59,8 @@ func NewFactory(ios *IOStreams) *Factory {
 func NewRegistry() *backend.Registry {
 	r := backend.NewRegistry()
 	r.Register("bbolt", boltstore.Opener)
-	registerRedis(r)
+	r.Register("redis", redisstore.Opener)
+	r.Register("rediss", redisstore.Opener)
 	return r
 }
 
