@@ -61,7 +61,7 @@ func TestRestartKeepsQueued(t *testing.T) {
 		first := c.admitHuman("s1", "FIRST")
 		comp := c.admitAuto("s1", "process", "[finished] make test (exit 0)", "", `["completion","proc_a","1700000000.0"]`)
 
-		victim := c.start(nil, "drain", "s1", "--wait", "--", "handler")
+		victim := c.start([]string{"HERMESQ_EXAMPLE_SLEEP=2s"}, "drain", "s1", "--wait", "--", "handler")
 		time.Sleep(300 * time.Millisecond) // let it start and wait; nothing is asserted on time
 		victim.signal(syscall.SIGKILL)
 		victim.wait(t, 10*time.Second)
