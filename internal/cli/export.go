@@ -52,6 +52,13 @@ func exportTo(cmd *cobra.Command, st backend.Store, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return st.Export(cmd.Context(), func(r backend.Record) error {
+		if r.Session != nil && r.Session.Grants == nil {
+			// One form for "no grants" whatever the store: lists are
+			// never null (as an admission's identities).
+			s := *r.Session
+			s.Grants = []string{}
+			r.Session = &s
+		}
 		if err := enc.Encode(r); err != nil {
 			return fmt.Errorf("export: write: %w", err)
 		}
