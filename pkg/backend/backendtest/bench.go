@@ -10,8 +10,8 @@ import (
 )
 
 // RunBenchmarks runs the shared store benchmarks, each on a fresh store:
-// AdmitSingle (one caller, one admission per call), AdmitParallel (callers
-// on every GOMAXPROCS goroutine of b.RunParallel, the group-commit case) and
+// AdmitSingle (one caller, one admission per call), AdmitParallel (8
+// callers per GOMAXPROCS through b.RunParallel: the group-commit case) and
 // ClaimSettle (a drainer's claim and settle with a turn's two messages).
 func RunBenchmarks(b *testing.B, newStore func(b *testing.B) backend.Store) {
 	ctx := context.Background()
@@ -39,6 +39,7 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) backend.Store) {
 		s := newStore(b)
 		open(b, s)
 		var n atomic.Int64
+		b.SetParallelism(8) // 8 callers per GOMAXPROCS: concurrent writers
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
