@@ -612,8 +612,9 @@ func handlerFails(t *testing.T, h *harness) {
 
 func handlerTimeout(t *testing.T, h *harness) {
 	slow := h.human("s1", "slow")
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	opt := h.opts()
-	opt.Handler = h.handler("HQT_SLEEP=10m")
+	opt.Handler = h.handler("HQT_SLEEP=10m", "HQT_CHILD="+pidFile)
 	opt.Handler.Timeout = 300 * time.Millisecond
 	_, err := h.svc.Drain(h.ctx, "s1", opt)
 	if !errors.Is(err, backend.ErrAttention) {
@@ -626,6 +627,12 @@ func handlerTimeout(t *testing.T, h *harness) {
 	if n := len(h.messages("s1")); n != 0 {
 		t.Errorf("%d messages after a timeout, want 0", n)
 	}
+	// The timeout killed the handler's whole process group, its child too.
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the handler's child pid: %v", err)
+	}
+	h.eventually("the handler's child to be killed", func() bool { return processGone(string(pid)) })
 }
 
 // ctx ends while a turn runs: the turn finishes within the grace, is

@@ -6,6 +6,8 @@
 //	HQT_FAIL_ON=SUBSTR  fail (stderr "boom: <text>", exit HQT_FAIL_CODE or 3) when the text contains SUBSTR
 //	HQT_SLEEP=DURATION  sleep before replying (stderr "sleeping <d>")
 //	HQT_WAIT=FILE       wait until FILE exists before replying
+//	HQT_CHILD=FILE      start a child process that sleeps forever (in the handler's process
+//	                    group, holding its stdout) and write the child's pid to FILE
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +43,11 @@ type record struct {
 }
 
 func main() {
+	if os.Getenv("HQT_ROLE") == "child" {
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
 	raw, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "read stdin:", err)
@@ -77,6 +85,19 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "boom: "+in.Text)
 		os.Exit(code)
+	}
+	if path := os.Getenv("HQT_CHILD"); path != "" {
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), "HQT_ROLE=child")
+		child.Stdout = os.Stdout
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "start child:", err)
+			os.Exit(13)
+		}
+		if err := os.WriteFile(path, []byte(strconv.Itoa(child.Process.Pid)), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "child pid:", err)
+			os.Exit(13)
+		}
 	}
 	if d, err := time.ParseDuration(os.Getenv("HQT_SLEEP")); err == nil {
 		fmt.Fprintf(os.Stderr, "sleeping %s\n", d)
