@@ -1,0 +1,304 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesq/hermesq/internal/redistest"
+	"github.com/hermesq/hermesq/pkg/admission/admissiontest"
+	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/backend/backendtest"
+	redisstore "github.com/hermesq/hermesq/plugins/storage/redis"
+)
+
+func TestAdmissionScenarios(t *testing.T) {
+	srv := redistest.Start(t)
+	admissiontest.RunScenarios(t, func(t *testing.T) backend.Store { return mustOpen(t, srv.FreshURL()) })
+}
+
+func TestParseURL(t *testing.T) {
+	good := []struct {
+		url     string
+		hosts   []string
+		db      int
+		prefix  string
+		cluster bool
+		sent    string
+		tls     bool
+	}{
+		{"redis://127.0.0.1:7000/0", []string{"127.0.0.1:7000"}, 0, "hermesq", false, "", false},
+		{"redis://u:p@host/3?prefix=app", []string{"host:6379"}, 3, "app", false, "", false},
+		{"redis://h1:1,h2:2,h3:3/0", []string{"h1:1", "h2:2", "h3:3"}, 0, "hermesq", true, "", false},
+		{"redis://h1:1/?cluster=1", []string{"h1:1"}, 0, "hermesq", true, "", false},
+		{"redis://s1:26379,s2:26379/2?sentinel=mymaster", []string{"s1:26379", "s2:26379"}, 2, "hermesq", false, "mymaster", false},
+		{"rediss://h:6380/0?insecure_skip_verify=true&server_name=redis.example", []string{"h:6380"}, 0, "hermesq", false, "", true},
+	}
+	for _, g := range good {
+		u, _ := url.Parse(g.url)
+		c, err := redisstore.ParseURL(u)
+		if err != nil {
+			t.Errorf("ParseURL(%s): %v", g.url, err)
+			continue
+		}
+		if strings.Join(c.Hosts, ",") != strings.Join(g.hosts, ",") || c.DB != g.db || c.Prefix != g.prefix ||
+			c.Cluster != g.cluster || c.Sentinel != g.sent || (c.TLS != nil) != g.tls {
+			t.Errorf("ParseURL(%s) = %+v", g.url, c)
+		}
+	}
+	bad := []string{
+		"redis://127.0.0.1:6379/0?bogus=1",
+		"redis://127.0.0.1:6379/0?prefix=a&timeout=3",
+		"redis://127.0.0.1:6379/x",
+		"redis://127.0.0.1:6379/0?ca=/x.pem",
+		"redis://h1:1,h2:2/1",
+		"redis://h1:1/0?cluster=maybe",
+		"redis://h1:1/0?prefix=a{b}",
+		"redis://h1:1/0?cluster=1&sentinel=m",
+		"rediss://h1:1/0?cert=/only-cert.pem",
+		"rediss://h1:1/0?ca=/does/not/exist.pem",
+		"redis://h1:99999/0",
+		"redis:///0",
+	}
+	for _, b := range bad {
+		u, _ := url.Parse(b)
+		if _, err := redisstore.ParseURL(u); !errors.Is(err, backend.ErrInvalid) {
+			t.Errorf("ParseURL(%s): error %v, want ErrInvalid", b, err)
+		}
+	}
+	// An unknown parameter is refused by the opener too, before any dial,
+	// and the message names it without the password.
+	_, err := open(t, "redis://u:hunter2-secret@127.0.0.1:1/0?frobnicate=1", backend.Options{})
+	if !errors.Is(err, backend.ErrInvalid) || !strings.Contains(err.Error(), "frobnicate") || strings.Contains(err.Error(), "hunter2-secret") {
+		t.Fatalf("unknown parameter: %v", err)
+	}
+}
+
+func TestACL(t *testing.T) {
+	const user, pass = "hermesq-app", "Sup3r-s3cret-pw"
+	srv := redistest.Start(t, redistest.WithACL(user, pass))
+	s := mustOpen(t, srv.FreshURL())
+	if _, _, err := s.OpenSession(context.Background(), backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatalf("with the right password: %v", err)
+	}
+	good, _ := url.Parse(srv.URL())
+	cases := map[string]*url.Userinfo{
+		"wrong password": url.UserPassword(user, "not-"+pass),
+		"unknown user":   url.UserPassword("nobody", pass),
+		"no credentials": nil,
+	}
+	for name, ui := range cases {
+		u := *good
+		u.User = ui
+		st, err := open(t, u.String(), backend.Options{Timeout: 5 * time.Second})
+		if err == nil {
+			_, _, err = st.OpenSession(context.Background(), backend.OpenSessionRequest{ID: "s2", Owner: "alice"})
+			_ = st.Close()
+		}
+		if !errors.Is(err, backend.ErrForbidden) {
+			t.Errorf("%s: error %v, want ErrForbidden", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), pass) {
+			t.Errorf("%s: the password appears in the error: %v", name, err)
+		}
+		if !strings.Contains(err.Error(), "authentication refused") {
+			t.Errorf("%s: error %q does not say what is wrong", name, err)
+		}
+	}
+	if str := fmt.Sprint(s); strings.Contains(str, pass) {
+		t.Errorf("String() shows the password: %s", str)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close() // a closed port: connection refused
+	done := make(chan error, 1)
+	go func() {
+		_, err := open(t, "redis://u:pw-not-shown@127.0.0.1:"+strconv.Itoa(port)+"/0", backend.Options{Timeout: time.Second})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("closed port: error %v, want ErrUnavailable", err)
+		}
+		if strings.Contains(err.Error(), "pw-not-shown") {
+			t.Fatalf("password in error: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("open of a closed port hangs (no bound)")
+	}
+}
+
+func TestServerGoesAwayAndComesBack(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithAOF())
+	rawURL := srv.FreshURL()
+	u, _ := url.Parse(rawURL)
+	s, err := redisstore.Open(context.Background(), u, backend.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	admit := func() error {
+		res, err := s.Admit(ctx, []backend.AdmitRequest{{Session: "s1", Kind: backend.KindHuman, Principal: "alice",
+			RequestID: "r1", Payload: backendtest.Payload("hello")}})
+		if err == nil {
+			err = res[0].Err
+		}
+		return err
+	}
+	if err := admit(); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("admit with the server down: %v, want ErrUnavailable", err)
+	}
+	if _, err := s.GetSession(ctx, "s1"); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("get session with the server down: %v, want ErrUnavailable", err)
+	}
+	srv.Restart()
+	if err := admit(); err != nil {
+		t.Fatalf("admit after restart: %v", err)
+	}
+	sess, err := s.GetSession(ctx, "s1")
+	if err != nil || sess.Queued != 1 {
+		t.Fatalf("after restart: %+v, %v; want the session (AOF) with one queued admission", sess, err)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithTLS())
+	s := mustOpen(t, srv.FreshURL())
+	ctx := context.Background()
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatalf("over TLS: %v", err)
+	}
+	if _, err := s.GetSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	// Without the CA the server's certificate is not trusted.
+	u, _ := url.Parse(srv.FreshURL())
+	q := u.Query()
+	q.Del("ca")
+	u.RawQuery = q.Encode()
+	if _, err := open(t, u.String(), backend.Options{Timeout: 2 * time.Second}); err == nil {
+		t.Fatal("TLS without the test CA succeeded")
+	}
+	// Plain text to the TLS port fails too.
+	u.Scheme = "redis"
+	if _, err := open(t, u.String(), backend.Options{Timeout: 2 * time.Second}); err == nil {
+		t.Fatal("plain text to a TLS port succeeded")
+	}
+}
+
+// TestKeysShareSlot checks that every key the store writes for a session
+// hashes to the session's slot (CLUSTER KEYSLOT on a real Cluster), and that
+// a session's work runs there.
+func TestKeysShareSlot(t *testing.T) {
+	c := redistest.StartCluster(t)
+	prefix := redistest.UniquePrefix()
+	rawURL := c.URLWithPrefix(prefix)
+	s := mustOpen(t, rawURL)
+	ctx := context.Background()
+	sessions := []string{"s1", "team/alpha:42", "x.y@z+w-v_u"}
+	for _, id := range sessions {
+		if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: id, Owner: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Admit(ctx, []backend.AdmitRequest{
+			{Session: id, Kind: backend.KindHuman, Principal: "alice", RequestID: "r", Payload: backendtest.Payload("hi")},
+			{Session: id, Kind: backend.KindAutomation, Producer: "p", Principal: "alice", Identities: []string{"a", "b"}, Payload: backendtest.Payload("auto")},
+		})
+		if err != nil || res[0].Err != nil || res[1].Err != nil {
+			t.Fatalf("admit: %v %+v", err, res)
+		}
+		l, err := s.AcquireLease(ctx, backend.LeaseRequest{Session: id, Holder: "h", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Settle(ctx, backend.SettleRequest{Session: id, AdmissionID: res[0].Admission.ID, Epoch: l.Epoch, Direct: true,
+			Outcome: backend.OutcomeCompleted, Mode: backend.ModeNote, DeliveredTo: id,
+			Messages: []backend.NewMessage{{Transcript: id, Role: backend.RoleNote, Content: "n"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddViewer(ctx, id, time.Minute, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Compress(ctx, id, id+".2", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []string
+	for i := range c.Addrs() {
+		out, err := c.Do(i, "KEYS", prefix+":{*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != "" {
+			all = append(all, strings.Split(out, "\n")...)
+		}
+	}
+	perSession := map[string]int{}
+	for _, key := range all {
+		sess := key[len(prefix)+2 : strings.Index(key, "}")]
+		perSession[sess]++
+		slotKey, err := c.Do(0, "CLUSTER", "KEYSLOT", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slotSess, err := c.Do(0, "CLUSTER", "KEYSLOT", "{"+sess+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slotKey != slotSess {
+			t.Errorf("key %q is in slot %s, its session %q in slot %s", key, slotKey, sess, slotSess)
+		}
+	}
+	for _, id := range sessions {
+		if perSession[id] < 8 {
+			t.Errorf("session %s has %d keys, want its whole state (≥ 8) under its tag: %v", id, perSession[id], all)
+		}
+	}
+}
+
+func TestSubscribeCluster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	s := mustOpen(t, c.FreshURL())
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := s.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if _, _, err := s.OpenSession(context.Background(), backend.OpenSessionRequest{ID: id, Owner: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	timeout := time.After(20 * time.Second)
+	for len(seen) < 4 {
+		select {
+		case id := <-ch:
+			seen[id] = true
+		case <-timeout:
+			t.Fatalf("saw changes of %v only", seen)
+		}
+	}
+	cancel()
+	for range ch {
+	}
+}
