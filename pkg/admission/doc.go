@@ -7,4 +7,27 @@
 // Stores make no policy decisions; everything that depends on the contract's
 // rules (turn or note, target resolution, unknown-admission policy, retries
 // and deferrals) lives here so that every store behaves the same.
+//
+// Choices made where the contract is silent:
+//
+//   - Payloads: duplicate object keys are refused (parsers disagree on which
+//     wins); numbers are kept as written; strings keep their UTF-8 and only
+//     the escapes JSON requires; an escaped lone surrogate becomes U+FFFD.
+//     Nesting deeper than 1000 levels is refused.
+//   - An offer naming the same identity twice carries it once.
+//   - Text and payload given together are refused, not merged.
+//   - The handler's reply is its stdout without trailing newlines (as the
+//     shell's $(…)). A handler that cannot be started is a configuration
+//     error (ErrInvalid): the admission is given back to the queue unspent.
+//     A turn still running Grace after ctx ended is killed and settled
+//     interrupted.
+//   - A misroute is settled failed with error "misrouted" and no mode (it
+//     never ran).
+//   - An unknown admission resolved by the requeue or interrupt policy is
+//     logged, not listed in DrainReport.Executed (this drain did not run it).
+//   - Without Follow, Drain gives up after 10 consecutive deferrals (about
+//     35 s of backoff) and returns the ErrUnavailable error, the admission
+//     still queued, so cron drains do not hang on a store that stays down.
+//   - DrainAll applies Max to each session, never waits for a held lease,
+//     and reports skipped sessions through Log.
 package admission

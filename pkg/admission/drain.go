@@ -185,6 +185,7 @@ func (s *Service) Drain(ctx context.Context, session string, opt DrainOptions) (
 	if err != nil {
 		return rep, err
 	}
+	rep.Executed = []backend.Admission{}
 	d := &drainer{s: s, session: session, opt: opt, lost: make(chan struct{}), rep: rep}
 	if opt.Follow {
 		// Subscribe before the first look at the queue, so nothing admitted
@@ -672,6 +673,8 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 					opt.Log("drain %s: skipped: %v", id, err)
 				case ctx.Err() != nil && errors.Is(err, ctx.Err()) && len(rep.Executed) == 0:
 					// stopped before doing anything: nothing to report
+				case opt.Follow && err == nil && len(rep.Executed) == 0 && rep.Deferred == 0:
+					// woken by a change that left nothing to do: not worth a report
 				default:
 					reports = append(reports, rep)
 					if err != nil && !(ctx.Err() != nil && errors.Is(err, ctx.Err())) {

@@ -44,6 +44,7 @@ func RunScenarios(t *testing.T, newStore func(t *testing.T) backend.Store) {
 		{"LeaseHeld", leaseHeld},
 		{"Follow", follow},
 		{"DrainAll", drainAll},
+		{"DrainAllFollow", drainAllFollow},
 		{"HumanToClosedSession", humanToClosedSession},
 		{"LineageAndResolveTarget", lineageAndResolveTarget},
 	}
@@ -1063,4 +1064,54 @@ func transientTargetRead(t *testing.T, newStore func(t *testing.T) backend.Store
 	}
 	h.drain("s1")
 	h.wantState(r2.Admission.ID, "done/completed/note")
+}
+
+// DrainAll with Follow drains sessions as work arrives, each under its own
+// lease, woken by store events, until ctx ends.
+func drainAllFollow(t *testing.T, h *harness) {
+	h.openSession("a")
+	h.openSession("b")
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	type result struct {
+		reps []admission.DrainReport
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		opt := h.opts()
+		opt.Follow = true
+		reps, err := h.svc.DrainAll(ctx, opt, 2)
+		done <- result{reps, err}
+	}()
+	ra := h.human("a", "IN-a")
+	rb := h.offer("b", "process", []string{process.id("proc_all")}, process.text("proc_all"), "")
+	h.eventually("both admissions to run", func() bool {
+		return h.admission(ra.Admission.ID).Status == backend.StatusDone && h.admission(rb.Admission.ID).Status == backend.StatusDone
+	})
+	rc := h.human("a", "IN-a-2")
+	h.eventually("the third admission to run", func() bool { return h.admission(rc.Admission.ID).Status == backend.StatusDone })
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(waitLimit):
+		t.Fatal("DrainAll with Follow did not return after ctx ended")
+	}
+	if !errors.Is(r.err, context.Canceled) || errors.Is(r.err, backend.ErrAttention) {
+		t.Errorf("drain --all --follow: %v, want only canceled", r.err)
+	}
+	turns, notes := 0, 0
+	for _, rep := range r.reps {
+		if len(rep.Executed) == 0 {
+			t.Errorf("report of %s with nothing executed", rep.Session)
+		}
+		turns += rep.Turns
+		notes += rep.Notes
+	}
+	if turns != 2 || notes != 1 {
+		t.Errorf("reports: %d turns, %d notes; want 2, 1", turns, notes)
+	}
+	h.wantStrings("turns", h.turnTexts(), []string{"IN-a/0", "IN-a-2/0"})
+	h.wantStrings("notes on b", h.notes("b"), []string{process.text("proc_all")})
 }
