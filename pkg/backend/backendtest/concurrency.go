@@ -18,6 +18,7 @@ var concurrencyTests = []suiteTest{
 	{name: "Concurrent/SameIdentities", fn: testRaceIdentities},
 	{name: "Concurrent/DistinctAdmits", fn: testRaceDistinct},
 	{name: "Concurrent/AcquireLease", fn: testRaceLease},
+	{name: "Concurrent/RefusalsAmongAdmits", fn: testRaceRefusals},
 }
 
 // race runs fn on Racers goroutines released at once.
@@ -181,5 +182,64 @@ func testRaceLease(t *testing.T, s backend.Store) {
 	}
 	if winners != 1 {
 		t.Fatalf("%d racers won the lease, want exactly 1", winners)
+	}
+}
+
+// testRaceRefusals races refused requests (conflict, forbidden, not found,
+// closed) with good ones: a store that groups concurrent writes must not
+// let one request's refusal undo or drop another's admission.
+func testRaceRefusals(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	openSession(t, s, "shut")
+	_, err := s.CloseSession(ctxOf(t), "shut", "cli_close", T0)
+	noErr(t, "close", err)
+	first := admit1(t, s, backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, RequestID: "taken", Payload: Payload("first")})
+	noErr(t, "admit", first.Err)
+	const rounds = 6
+	errs := make([]error, Racers)
+	race(func(i int) {
+		for j := 0; j < rounds; j++ {
+			var bad backend.AdmitRequest
+			var want error
+			switch (i + j) % 4 {
+			case 0:
+				bad, want = backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, RequestID: "taken", Payload: Payload(fmt.Sprint("other ", i, j))}, backend.ErrConflict
+			case 1:
+				bad, want = backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Other, Payload: Payload("x")}, backend.ErrForbidden
+			case 2:
+				bad, want = autoReq("ghost", "x", fmt.Sprint("g", i, j)), backend.ErrNotFound
+			case 3:
+				bad, want = backend.AdmitRequest{Session: "shut", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("x")}, backend.ErrClosed
+			}
+			bad.Now = T0
+			if _, err := admitRaced(s, t, bad); !errors.Is(err, want) {
+				errs[i] = fmt.Errorf("refused request %d/%d: %v, want %v", i, j, err, want)
+				return
+			}
+			res, err := admitRaced(s, t, autoReq("s1", "good", fmt.Sprint("good-", i, "-", j)))
+			if err == nil && res.Result != backend.ResultAdmitted {
+				err = fmt.Errorf("result %q", res.Result)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("good request %d/%d: %v", i, j, err)
+				return
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := listAdmissions(t, s, "s1", backend.AdmissionFilter{})
+	if len(all) != 1+Racers*rounds {
+		t.Fatalf("%d admissions, want %d", len(all), 1+Racers*rounds)
+	}
+	diff(t, "the request id's admission", first.Admission, all[0])
+	if n := len(listAdmissions(t, s, "shut", backend.AdmissionFilter{})); n != 0 {
+		t.Errorf("closed session got %d admissions", n)
+	}
+	if _, err := s.GetSession(ctxOf(t), "ghost"); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("unknown session after automation offers: %v", err)
 	}
 }

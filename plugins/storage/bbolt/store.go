@@ -32,6 +32,9 @@ const DefaultTimeout = 10 * time.Second
 // has been closed once, so other processes get their turn.
 const maxHold = 100 * time.Millisecond
 
+// errStoreClosed is the error of operations after Close.
+var errStoreClosed = fmt.Errorf("store is closed: %w", backend.ErrInvalid)
+
 // Store is a hermesq store in one bbolt file. It implements backend.Store.
 type Store struct {
 	path    string
@@ -88,7 +91,11 @@ func Opener(ctx context.Context, u *url.URL, opts backend.Options) (backend.Stor
 	if !filepath.IsAbs(u.Path) {
 		return nil, fmt.Errorf("bbolt: store url %q: path is not absolute: %w", u.Redacted(), backend.ErrInvalid)
 	}
-	return Open(ctx, u.Path, opts)
+	s, err := Open(ctx, u.Path, opts)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return s, nil
 }
 
 // DefaultPath is $XDG_STATE_HOME/hermesq/hermesq.db, with XDG_STATE_HOME
@@ -124,7 +131,7 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 	for {
 		if s.closed {
 			s.mu.Unlock()
-			return nil, fmt.Errorf("bbolt: store %s is closed: %w", s.path, backend.ErrInvalid)
+			return nil, fmt.Errorf("bbolt: store %s: %w", s.path, errStoreClosed)
 		}
 		if s.db != nil && time.Since(s.openedAt) < maxHold {
 			s.refs++

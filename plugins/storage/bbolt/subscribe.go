@@ -2,6 +2,7 @@ package bbolt
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"time"
 
@@ -45,11 +46,26 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan string, error) {
 			queued  = map[string]bool{}
 			retry   <-chan time.Time
 		)
-		refresh := func() {
+		refresh := func() (stop bool) {
+			// One commit writes several pages: take every event already
+			// queued, then read the change log once.
+			for drained := false; !drained; {
+				select {
+				case _, ok := <-w.Events:
+					drained = !ok
+				case <-local:
+				default:
+					drained = true
+				}
+			}
 			ids, next, err := s.changesAfter(ctx, last)
+			if errors.Is(err, errStoreClosed) {
+				return true
+			}
 			if err != nil {
+				// Locked or briefly unreadable: try again soon.
 				retry = time.After(100 * time.Millisecond)
-				return
+				return false
 			}
 			last = next
 			for _, id := range ids {
@@ -58,6 +74,7 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan string, error) {
 					pending = append(pending, id)
 				}
 			}
+			return false
 		}
 		for {
 			var send chan string
@@ -75,16 +92,22 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan string, error) {
 				if !ok {
 					return
 				}
-				if filepath.Clean(ev.Name) == s.path && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
-					refresh()
+				if filepath.Clean(ev.Name) == s.path && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 && refresh() {
+					return
 				}
 			case <-w.Errors:
-				refresh()
+				if refresh() {
+					return
+				}
 			case <-local:
-				refresh()
+				if refresh() {
+					return
+				}
 			case <-retry:
 				retry = nil
-				refresh()
+				if refresh() {
+					return
+				}
 			}
 		}
 	}()
