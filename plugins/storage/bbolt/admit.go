@@ -66,6 +66,16 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 	if r.Kind == backend.KindAutomation && len(r.Identities) == 0 {
 		return fail(backend.ErrInvalid, "automation input without identities")
 	}
+	for _, ident := range r.Identities {
+		if err := backend.ValidateToken("identity", ident); err != nil {
+			return res, err
+		}
+	}
+	if r.RequestID != "" {
+		if err := backend.ValidateToken("principal", r.Principal); err != nil {
+			return res, err
+		}
+	}
 	if t.tx.Bucket(bucketAdmissions).Get([]byte(r.ID)) != nil {
 		return fail(backend.ErrConflict, "admission id %s exists", r.ID)
 	}

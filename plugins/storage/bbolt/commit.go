@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -38,6 +39,7 @@ type commitQueue struct {
 	mu      sync.Mutex
 	pending []*writeOp
 	leading bool
+	commits atomic.Int64 // transactions committed or attempted, for tests
 }
 
 // update runs fn in a write transaction, grouped with concurrent writers.
@@ -120,6 +122,7 @@ func (q *commitQueue) tryCommit(ctx context.Context, batch []*writeOp, touched *
 	if err != nil {
 		return err
 	}
+	q.commits.Add(1)
 	panicked := false
 	defer func() { s.release(panicked) }()
 	defer func() {

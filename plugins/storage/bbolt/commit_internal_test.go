@@ -1,0 +1,66 @@
+package bbolt
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// TestGroupCommit: concurrent writers of one process share commits, and a
+// refused request in a group leaves the others admitted.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "hermesq.db"), backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 64
+	before := s.group.commits.Load()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, writers)
+	for i := 0; i < writers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			principal := "alice"
+			if i%4 == 0 {
+				principal = "mallory" // refused: forbidden
+			}
+			res, err := s.Admit(ctx, []backend.AdmitRequest{{Session: "s1", Kind: backend.KindHuman, Principal: principal,
+				Payload: []byte(fmt.Sprintf(`{"text":"%d"}`, i))}})
+			if err == nil {
+				err = res[0].Err
+			}
+			errs[i] = err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	commits := s.group.commits.Load() - before
+	for i, err := range errs {
+		if (i%4 == 0) != (err != nil) {
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	all, err := s.ListAdmissions(ctx, "s1", backend.AdmissionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != writers*3/4 {
+		t.Fatalf("%d admissions, want %d", len(all), writers*3/4)
+	}
+	t.Logf("%d concurrent writers: %d commits", writers, commits)
+	if commits >= writers {
+		t.Errorf("%d concurrent writers took %d commits: nothing was grouped", writers, commits)
+	}
+}
