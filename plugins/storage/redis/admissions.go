@@ -213,12 +213,17 @@ func (s *Store) ListAdmissions(ctx context.Context, session string, f backend.Ad
 	}
 	var out []backend.Admission
 	min := "(" + itoa(int64(f.AfterSeq))
+	count := int64(pageSize)
+	if f.Limit > 0 && f.Limit < pageSize && len(outcomes) == 0 &&
+		(len(statuses) == 0 || index == s.k.queued(session)) {
+		count = int64(f.Limit) // every id read is a match
+	}
 	for {
 		var zs []goredis.Z
 		err := s.readRetry(ctx, "list admissions of "+session, func() error {
 			var err error
 			zs, err = s.client.ZRangeByScoreWithScores(ctx, index, &goredis.ZRangeBy{
-				Min: min, Max: "+inf", Count: pageSize}).Result()
+				Min: min, Max: "+inf", Count: count}).Result()
 			return err
 		})
 		if err != nil {
@@ -244,7 +249,7 @@ func (s *Store) ListAdmissions(ctx context.Context, session string, f backend.Ad
 				return out, nil
 			}
 		}
-		if len(zs) < pageSize {
+		if int64(len(zs)) < count {
 			return out, nil
 		}
 		min = "(" + itoa(int64(zs[len(zs)-1].Score))
@@ -298,35 +303,23 @@ func (s *Store) Claim(ctx context.Context, req backend.ClaimRequest) (backend.Ad
 	sid := req.Session
 	r, err := s.eval(ctx, scriptClaim, []string{
 		s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid), s.k.unknown(sid),
+		s.k.payloads(sid), s.k.identityLists(sid),
 	}, s.k.changes(), sid, req.AdmissionID, req.Epoch, string(req.Mode), req.DeliveredTo, nsOf(nowOr(req.Now)))
-	return s.admissionReply(ctx, r, err, "claim", req.AdmissionID, sid)
+	return s.admissionReply(r, err, "claim", req.AdmissionID, sid)
 }
 
-// admissionReply decodes {'ok', record} replies, reading the payload and
-// identities, which never change, from their hashes.
-func (s *Store) admissionReply(ctx context.Context, r []any, err error, op, id, session string) (backend.Admission, error) {
+// admissionReply decodes {'ok', record, payload, identity list} replies.
+func (s *Store) admissionReply(r []any, err error, op, id, session string) (backend.Admission, error) {
 	if err != nil {
 		return backend.Admission{}, s.wrap(op+" "+id, err)
 	}
 	if err := s.scriptErr(r, op, "admission "+id+" of session "+session); err != nil {
 		return backend.Admission{}, err
 	}
-	var p, ids string
-	err = s.readRetry(ctx, op+" "+id, func() error {
-		pipe := s.client.Pipeline()
-		c1 := pipe.HGet(ctx, s.k.payloads(session), id)
-		c2 := pipe.HGet(ctx, s.k.identityLists(session), id)
-		_, err := pipe.Exec(ctx)
-		if err != nil && err != goredis.Nil {
-			return err
-		}
-		p, ids = c1.Val(), c2.Val()
-		return nil
-	})
-	if err != nil {
-		return backend.Admission{}, err
+	if len(r) < 4 {
+		return backend.Admission{}, errInternalf("%s %s: short reply", op, id)
 	}
-	return decodeAdmission(str(r[1]), p, ids)
+	return decodeAdmission(str(r[1]), str(r[2]), str(r[3]))
 }
 
 // Settle ends an admission and appends its messages in one script.
@@ -334,7 +327,7 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 	sid := req.Session
 	now := nowOr(req.Now)
 	keys := []string{s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
-		s.k.unknown(sid), s.k.transcripts(sid)}
+		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid)}
 	args := []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation,
 		map[bool]string{true: "1", false: "0"}[req.Direct], string(req.Outcome), string(req.Mode),
 		req.DeliveredTo, req.Error, nsOf(now)}
@@ -355,7 +348,7 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 		args = append(args, m.Transcript, string(m.Role), raw)
 	}
 	r, err := s.eval(ctx, scriptSettle, keys, args...)
-	return s.admissionReply(ctx, r, err, "settle", req.AdmissionID, sid)
+	return s.admissionReply(r, err, "settle", req.AdmissionID, sid)
 }
 
 // Requeue puts a running admission back to queued.
@@ -363,8 +356,9 @@ func (s *Store) Requeue(ctx context.Context, req backend.SettleRequest) (backend
 	sid := req.Session
 	r, err := s.eval(ctx, scriptRequeue, []string{
 		s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
+		s.k.payloads(sid), s.k.identityLists(sid),
 	}, s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation)
-	return s.admissionReply(ctx, r, err, "requeue", req.AdmissionID, sid)
+	return s.admissionReply(r, err, "requeue", req.AdmissionID, sid)
 }
 
 // Resolve settles an unknown admission or requeues it.
@@ -378,9 +372,10 @@ func (s *Store) Resolve(ctx context.Context, id string, as backend.Resolution, n
 	if err != nil {
 		return backend.Admission{}, err
 	}
-	r, err := s.eval(ctx, scriptResolve, []string{s.k.admissions(sid), s.k.queued(sid), s.k.unknown(sid)},
+	r, err := s.eval(ctx, scriptResolve, []string{s.k.admissions(sid), s.k.queued(sid), s.k.unknown(sid),
+		s.k.payloads(sid), s.k.identityLists(sid)},
 		s.k.changes(), sid, id, string(as), nsOf(nowOr(now)))
-	return s.admissionReply(ctx, r, err, "resolve", id, sid)
+	return s.admissionReply(r, err, "resolve", id, sid)
 }
 
 // Cancel settles a queued admission as cancelled.
@@ -389,7 +384,8 @@ func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (backend.A
 	if err != nil {
 		return backend.Admission{}, err
 	}
-	r, err := s.eval(ctx, scriptCancel, []string{s.k.admissions(sid), s.k.queued(sid)},
+	r, err := s.eval(ctx, scriptCancel, []string{s.k.admissions(sid), s.k.queued(sid),
+		s.k.payloads(sid), s.k.identityLists(sid)},
 		s.k.changes(), sid, id, nsOf(nowOr(now)))
-	return s.admissionReply(ctx, r, err, "cancel", id, sid)
+	return s.admissionReply(r, err, "cancel", id, sid)
 }

@@ -2,9 +2,10 @@
 -- generation+1), recording its mode and delivery target.
 -- KEYS[1] session hash   KEYS[2] admissions hash   KEYS[3] queued zset
 -- KEYS[4] running set    KEYS[5] unknown set
+-- KEYS[6] payloads hash   KEYS[7] identity_lists hash
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] epoch   ARGV[5] mode   ARGV[6] delivered_to   ARGV[7] now (ns)
--- Returns {'ok', record} or {'not_found'}, {'fenced'} (epoch not current),
+-- Returns {'ok', record, payload, identity list} or {'not_found'}, {'fenced'} (epoch not current),
 -- {'busy'} (an admission is running or unknown), {'not_head'}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
@@ -26,4 +27,4 @@ putrec(KEYS[2], ARGV[3], rec)
 redis.call('ZREM', KEYS[3], ARGV[3])
 redis.call('SADD', KEYS[4], ARGV[3])
 publish(ARGV[1], ARGV[2])
-return {'ok', cjson.encode(rec)}
+return admreply(rec, KEYS[6], KEYS[7])

@@ -35,3 +35,10 @@ local function publish(channel, session)
   redis.call('PUBLISH', channel, session)
 end
 
+-- admreply is the {'ok', record, payload, identity list} reply of the
+-- scripts that change one admission.
+local function admreply(rec, payloads_key, identity_lists_key)
+  return {'ok', cjson.encode(rec), redis.call('HGET', payloads_key, rec.id) or '',
+    redis.call('HGET', identity_lists_key, rec.id) or ''}
+end
+

@@ -2,9 +2,10 @@
 -- spending anything (a deferral). Fenced like settle.
 -- KEYS[1] session hash   KEYS[2] admissions hash   KEYS[3] queued zset
 -- KEYS[4] running set
+-- KEYS[5] payloads hash   KEYS[6] identity_lists hash
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] epoch   ARGV[5] generation
--- Returns {'ok', record} or {'not_found'}, {'fenced'}.
+-- Returns {'ok', record, payload, identity list} or {'not_found'}, {'fenced'}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 local rec = getrec(KEYS[2], ARGV[3])
@@ -22,4 +23,4 @@ putrec(KEYS[2], ARGV[3], rec)
 redis.call('SREM', KEYS[4], ARGV[3])
 redis.call('ZADD', KEYS[3], rec.seq, ARGV[3])
 publish(ARGV[1], ARGV[2])
-return {'ok', cjson.encode(rec)}
+return admreply(rec, KEYS[5], KEYS[6])

@@ -1,9 +1,10 @@
 -- resolve.lua: settle an unknown admission as completed or interrupted, or
 -- put it back to queued at its seq (requeue).
 -- KEYS[1] admissions hash   KEYS[2] queued zset   KEYS[3] unknown set
+-- KEYS[4] payloads hash   KEYS[5] identity_lists hash
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] completed|interrupted|requeue   ARGV[5] now (ns)
--- Returns {'ok', record} or {'not_found'}, {'conflict'} (not unknown).
+-- Returns {'ok', record, payload, identity list} or {'not_found'}, {'conflict'} (not unknown).
 local rec = getrec(KEYS[1], ARGV[3])
 if not rec then return {'not_found'} end
 if rec.status ~= 'unknown' then return {'conflict', rec.status} end
@@ -21,4 +22,4 @@ end
 redis.call('SREM', KEYS[3], ARGV[3])
 putrec(KEYS[1], ARGV[3], rec)
 publish(ARGV[1], ARGV[2])
-return {'ok', cjson.encode(rec)}
+return admreply(rec, KEYS[4], KEYS[5])

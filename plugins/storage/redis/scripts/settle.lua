@@ -5,12 +5,13 @@
 -- transcript's ended_at or end_reason.
 -- KEYS[1] session hash   KEYS[2] admissions hash   KEYS[3] queued zset
 -- KEYS[4] running set    KEYS[5] unknown set       KEYS[6] transcripts hash
--- KEYS[7..] one messages list per message, in message order
+-- KEYS[7] payloads hash  KEYS[8] identity_lists hash
+-- KEYS[9..] one messages list per message, in message order
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] epoch   ARGV[5] generation   ARGV[6] direct '1'|'0'   ARGV[7] outcome
 -- ARGV[8] mode ('' = keep)   ARGV[9] delivered_to ('' = keep)   ARGV[10] error
 -- ARGV[11] now (ns)   ARGV[12..] per message: transcript, role, message JSON
--- Returns {'ok', record} or {'not_found'} (session, admission),
+-- Returns {'ok', record, payload, identity list} or {'not_found'} (session, admission),
 -- {'no_transcript', id}, {'fenced'}, {'busy'}, {'not_head'}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
@@ -61,7 +62,7 @@ if ARGV[10] ~= '' then rec.error = ARGV[10] end
 rec.settled_at = now
 putrec(KEYS[2], id, rec)
 
-local k = 7
+local k = 9
 for i = 12, #ARGV, 3 do
   local t, role = ARGV[i], ARGV[i + 1]
   redis.call('RPUSH', KEYS[k], ARGV[i + 2])
@@ -71,4 +72,4 @@ for i = 12, #ARGV, 3 do
 end
 for t, tr in pairs(trs) do putrec(KEYS[6], t, tr) end
 publish(ARGV[1], ARGV[2])
-return {'ok', cjson.encode(rec)}
+return admreply(rec, KEYS[7], KEYS[8])
