@@ -18,6 +18,7 @@ var concurrencyTests = []suiteTest{
 	{name: "Concurrent/SameIdentities", fn: testRaceIdentities},
 	{name: "Concurrent/DistinctAdmits", fn: testRaceDistinct},
 	{name: "Concurrent/AcquireLease", fn: testRaceLease},
+	{name: "Concurrent/Claim", fn: testRaceClaim},
 	{name: "Concurrent/RefusalsAmongAdmits", fn: testRaceRefusals},
 }
 
@@ -241,5 +242,33 @@ func testRaceRefusals(t *testing.T, s backend.Store) {
 	}
 	if _, err := s.GetSession(ctxOf(t), "ghost"); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("unknown session after automation offers: %v", err)
+	}
+}
+
+// testRaceClaim: drainers of one epoch racing for the head (a bug in a
+// caller, but the store must still start it once).
+func testRaceClaim(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	a := human(t, s, "s1", "one")
+	human(t, s, "s1", "two")
+	l := acquire(t, s, "s1", "A", T0)
+	errs := make([]error, Racers)
+	race(func(i int) {
+		_, errs[i] = s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: a.ID, Epoch: l.Epoch, Mode: backend.ModeTurn, Now: T0})
+	})
+	winners := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			winners++
+		case !errors.Is(err, backend.ErrBusy) && !errors.Is(err, backend.ErrNotHead):
+			t.Errorf("racer %d: %v, want ErrBusy or ErrNotHead", i, err)
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d racers claimed the head, want exactly 1", winners)
+	}
+	if sess := getSession(t, s, "s1"); sess.Running != 1 || sess.Queued != 1 || sess.Generation != getAdmission(t, s, a.ID).Generation {
+		t.Errorf("after the race: running %d queued %d generation %d", sess.Running, sess.Queued, sess.Generation)
 	}
 }

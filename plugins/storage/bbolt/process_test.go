@@ -400,7 +400,10 @@ func TestDefaultPath(t *testing.T) {
 }
 
 func TestManyProcessesAdmitAtOnce(t *testing.T) {
-	const procs, each = 8, 200
+	procs, each := 8, 200
+	if testing.Short() {
+		each = 50
+	}
 	path := filepath.Join(t.TempDir(), "hermesq.db")
 	s, err := openAt(t, path, 0)
 	if err != nil {

@@ -115,8 +115,8 @@ func DefaultPath() (string, error) {
 // Path returns the file the store lives in.
 func (s *Store) Path() string { return s.path }
 
-// Close waits for nothing: operations in flight finish, and the file is
-// closed when the last one ends. Later operations fail.
+// Close makes later operations fail. It does not wait: operations in
+// flight finish, and the last of them closes the file. Subscriptions end.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
