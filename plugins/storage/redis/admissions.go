@@ -88,6 +88,19 @@ func (s *Store) admitOne(ctx context.Context, req backend.AdmitRequest) (backend
 	if err != nil {
 		return backend.AdmitResult{}, s.wrap(op, err)
 	}
+	switch status(r) {
+	case "conflict":
+		return backend.AdmitResult{}, backend.Errorf(backend.ErrConflict,
+			"redis: admit to session %s: request id %q was used with another payload by admission %s", sid, req.RequestID, str(r[1]))
+	case "closed":
+		return backend.AdmitResult{}, backend.Errorf(backend.ErrClosed,
+			"redis: admit to session %s: its current transcript %s is closed (reopen it to admit)", sid, str(r[1]))
+	case "forbidden":
+		return backend.AdmitResult{}, backend.Errorf(backend.ErrForbidden,
+			"redis: admit to session %s: principal %q is not its owner nor granted", sid, req.Principal)
+	case "not_found":
+		return backend.AdmitResult{}, backend.Errorf(backend.ErrNotFound, "redis: admit to session %s: no such session", sid)
+	}
 	if err := s.scriptErr(r, "admit to", "session "+sid); err != nil {
 		return backend.AdmitResult{}, err
 	}

@@ -13,7 +13,8 @@
 --          duplicate ids joined by NUL, per-identity results ('a'|'d' per identity)}
 --   result: admitted | duplicate | coalesced
 -- or {'not_found'} (no session), {'forbidden'} (principal not owner nor granted),
--- {'conflict'} (request id reused with another payload), {'closed'}.
+-- {'conflict', admission id} (request id reused with another payload),
+-- {'closed', current transcript}.
 local sid, id, kind, producer, principal = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local request_id, payload, pinned, replay_of = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local create, reopen, now = ARGV[11] == '1', ARGV[12] == '1', ARGV[13]
@@ -55,13 +56,13 @@ if kind == 'human' then
   if request_id ~= '' then
     local existing = redis.call('HGET', KEYS[10], rkey)
     if existing then
-      if redis.call('HGET', KEYS[5], existing) ~= payload then return {'conflict'} end
+      if redis.call('HGET', KEYS[5], existing) ~= payload then return {'conflict', existing} end
       return reply('duplicate', existing, false, {existing}, '')
     end
   end
   local cur = getrec(KEYS[3], s.current)
   if cur and cur.ended_at ~= '' then
-    if not reopen then return {'closed'} end
+    if not reopen then return {'closed', s.current} end
     cur.ended_at = ''
     cur.end_reason = ''
     putrec(KEYS[3], s.current, cur)
