@@ -60,15 +60,17 @@ type reportedError struct{ err error }
 func (e *reportedError) Error() string { return e.err.Error() }
 func (e *reportedError) Unwrap() error { return e.err }
 
-// ExitCode maps an error to the process exit code: the one switch of the
-// contract's mapping.
+// ExitCode maps an error to the process exit code: the one place where
+// the contract's mapping lives.
 func ExitCode(err error) int {
 	var sig *signalError
 	var run *runError
+	sigErr := errors.As(err, &sig)
+	code := backend.CodeOf(err)
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &sig):
+	case sigErr:
 		if s, ok := sig.sig.(syscall.Signal); ok {
 			return 128 + int(s)
 		}
@@ -77,21 +79,19 @@ func ExitCode(err error) int {
 		// cobra's own errors: unknown command or flag, wrong arguments,
 		// a required flag missing.
 		return ExitUsage
-	}
-	switch backend.CodeOf(err) {
-	case backend.CodeInvalid:
+	case code == backend.CodeInvalid:
 		return ExitUsage
-	case backend.CodeNotFound:
+	case code == backend.CodeNotFound:
 		return ExitNotFound
-	case backend.CodeConflict:
+	case code == backend.CodeConflict:
 		return ExitConflict
-	case backend.CodeFenced:
+	case code == backend.CodeFenced:
 		return ExitFenced
-	case backend.CodeAttention:
+	case code == backend.CodeAttention:
 		return ExitAttention
-	case backend.CodeForbidden:
+	case code == backend.CodeForbidden:
 		return ExitForbidden
-	case backend.CodeUnavailable:
+	case code == backend.CodeUnavailable:
 		return ExitUnavailable
 	default:
 		return ExitFailure
