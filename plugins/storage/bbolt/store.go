@@ -118,6 +118,9 @@ func (s *Store) Path() string { return s.path }
 // Close makes later operations fail. It does not wait: operations in
 // flight finish, and the last of them closes the file. Subscriptions end.
 func (s *Store) Close() error {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
