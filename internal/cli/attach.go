@@ -144,6 +144,13 @@ loop:
 			break loop
 		}
 	}
+	if loopErr == nil {
+		// Print what was committed before the stop but not yet announced
+		// by Subscribe (asynchronous by contract).
+		fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		loopErr = w.catchUp(fctx)
+		fcancel()
+	}
 	if err := detach(st, o, v.ID); err != nil && loopErr == nil {
 		loopErr = err
 	}
