@@ -59,7 +59,9 @@ others form one new admission ("admitted", or "coalesced" with several).
 With --batch FILE (or - for stdin) every line is one NDJSON input
 {"session","text"|"payload","request_id","producer","identities":[],"target"};
 one result is printed per line, in order. A bad line is reported with its
-line number and the good lines are still admitted; exit 2 if any line was bad.`,
+line number and the good lines are still admitted; exit 2 if any line was bad.
+With -o json or jsonl, --batch prints one JSON object a line: the admit
+result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
 		Example: `  hermesq admit s1 --text "summarise the log"
   echo "hello" | hermesq admit s1 --request-id msg-42
   hermesq admit s1 --producer ci --identity build:981 --text "[finished] build (exit 0)"

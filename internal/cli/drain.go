@@ -50,7 +50,9 @@ turn may finish within --grace, then the drain stops and exits 130 (SIGINT)
 or 143 (SIGTERM).
 
 Prints what it executed, one line each: "turn|note|failed <admission> seq N
--> <transcript>"; with -o json the drain report(s).`,
+-> <transcript>"; with -o json the drain report (an array of reports with
+--all or several sessions). Progress goes to stderr when it is a terminal,
+and always with --follow.`,
 		Example: `  hermesq drain s1 -- ./agent.sh --fast
   hermesq drain --all --max 100
   hermesq drain s1 --follow --on-unknown requeue -- /usr/local/bin/agent`,
@@ -148,7 +150,9 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	if len(argv) > 0 {
 		opt.Handler = &admission.Handler{Argv: argv, Timeout: cfg.HandlerTimeout}
 	}
-	if o.f.IO.IsStderrTTY() {
+	// Progress lines on stderr: for a person at a terminal, and for a
+	// long-running --follow owner whose stderr is its log.
+	if o.f.IO.IsStderrTTY() || o.Follow {
 		opt.Log = func(format string, args ...any) {
 			fmt.Fprintf(o.f.IO.ErrOut, "hermesq: "+format+"\n", args...)
 		}
