@@ -532,3 +532,43 @@ func TestExportImport(t *testing.T) {
 	}
 	e.run("export", "--file", filepath.Join(e.dir, "no", "such", "dir", "x")).wantExit(t, ExitUsage)
 }
+
+// drain --follow keeps executing inputs as they arrive, until a signal;
+// what it executed is printed when it stops.
+func TestDrainFollow(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		t.Run(map[bool]string{false: "session", true: "all"}[all], func(t *testing.T) {
+			e := newEnv(t)
+			h := replyHandler(t, e.dir)
+			sigs := make(chan os.Signal, 1)
+			e.configure = func(f *Factory) {
+				f.Signals = func(...os.Signal) (<-chan os.Signal, func()) { return sigs, func() {} }
+			}
+			e.ok("session", "open", "s1")
+			args := []string{"drain", "s1", "--follow", "--"}
+			if all {
+				args = []string{"drain", "--all", "--follow", "--"}
+			}
+			done := make(chan result, 1)
+			go func() { done <- e.run(append(args, h...)...) }()
+			var ids []string
+			for _, text := range []string{"one", "two"} {
+				a := decode[admitOut](t, e.ok("-o", "json", "admit", "s1", "--text", text))
+				ids = append(ids, a.Admission.ID)
+				waitFor(t, func() bool {
+					return decode[admissionOut](t, e.ok("-o", "json", "show", a.Admission.ID)).Status == "done"
+				}, done)
+			}
+			sigs <- syscall.SIGINT
+			r := <-done
+			if r.code != 130 {
+				t.Fatalf("drain --follow stopped by SIGINT: exit %d\n%s\n%s", r.code, r.out, r.err)
+			}
+			want := "turn " + ids[0] + " seq 1 -> s1\nturn " + ids[1] + " seq 2 -> s1\n"
+			if r.out != want {
+				t.Fatalf("drain --follow printed:\n%s\nwant:\n%s", r.out, want)
+			}
+			contains(t, "stderr", r.err, "hermesq: error: drain interrupted by SIGINT")
+		})
+	}
+}
