@@ -464,12 +464,14 @@ func TestSubscribeSeesAnotherProcess(t *testing.T) {
 	// The subscription holds no lock: another process can write.
 	h := startHelper(t, "admit:1:s2", path)
 	h.expect(t, "done")
+	committed := time.Now()
 	h.stop(t)
 	deadline := time.After(20 * time.Second)
 	for {
 		select {
 		case id := <-ch:
 			if id == "s2" {
+				t.Logf("reported %v after the other process's commit returned", time.Since(committed))
 				return
 			}
 		case <-deadline:
