@@ -198,6 +198,11 @@ func (s *Service) Drain(ctx context.Context, session string, opt DrainOptions) (
 			d.events = ev
 		}
 	}
+	if opt.Handler == nil {
+		if err := d.turnDueWithoutHandler(ctx); err != nil {
+			return d.rep, err
+		}
+	}
 	if err := d.acquire(ctx); err != nil {
 		return d.rep, err
 	}
@@ -416,19 +421,64 @@ func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err erro
 		}
 		return stepDone, false, fmt.Errorf("drain %s: admission %s: resolve target: %w", d.session, a.ID, err)
 	}
-	switch {
-	case a.Kind == backend.KindHuman:
+	switch decide(sess, a, target, misrouted) {
+	case execTurn:
 		return d.turn(ctx, a, target)
-	case misrouted:
+	case execMisrouted:
 		return d.misrouted(ctx, a)
-	case !target.Ended() && sess.Viewers > 0:
-		// Someone is watching and the conversation is open: the result is
-		// worth a model call. Decided now, not at admission: a viewer who
-		// attached after the input was admitted gets the turn.
-		return d.turn(ctx, a, target)
 	default:
 		return d.note(ctx, a, target)
 	}
+}
+
+// execution is how the head is executed.
+type execution int
+
+const (
+	execTurn execution = iota
+	execNote
+	execMisrouted
+)
+
+// decide is the turn-or-note rule of DESIGN §3, applied when the admission
+// runs, never when it is admitted: human input is always a turn; automation
+// input is a turn only when its target is open and someone is watching the
+// session (a viewer who attached after the input was admitted gets the
+// turn), a note otherwise, and misrouted when it has no target.
+func decide(sess backend.Session, a backend.Admission, target backend.Transcript, misrouted bool) execution {
+	switch {
+	case a.Kind == backend.KindHuman:
+		return execTurn
+	case misrouted:
+		return execMisrouted
+	case !target.Ended() && sess.Viewers > 0:
+		return execTurn
+	default:
+		return execNote
+	}
+}
+
+// turnDueWithoutHandler looks, without the lease and without writing, at
+// whether the head is a turn, so a drain with no handler configured fails
+// with ErrNoHandler before it takes an epoch: the store is left exactly as
+// it was. A failed read says nothing: the drain proper reports it.
+func (d *drainer) turnDueWithoutHandler(ctx context.Context) error {
+	sess, err := d.s.Store.GetSession(ctx, d.session)
+	if err != nil || sess.Unknown > 0 || sess.Running > 0 {
+		return nil
+	}
+	heads, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
+		Statuses: []backend.Status{backend.StatusQueued}, Limit: 1,
+	})
+	if err != nil || len(heads) == 0 {
+		return nil
+	}
+	a := heads[0]
+	target, misrouted, err := d.s.resolve(ctx, sess, a)
+	if err != nil || decide(sess, a, target, misrouted) != execTurn {
+		return nil
+	}
+	return fmt.Errorf("session %s: admission %s seq %d: %w", d.session, a.ID, a.Seq, ErrNoHandler)
 }
 
 // unknown applies the OnUnknown policy to the session's unknown

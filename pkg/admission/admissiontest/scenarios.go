@@ -561,9 +561,21 @@ func maxBound(t *testing.T, h *harness) {
 	h.wantStrings("turns", h.turnTexts(), []string{"M1/0", "M2/0", "M3/0"})
 }
 
-// No handler: notes still happen, and a due turn leaves its admission
-// queued with ErrNoHandler.
+// No handler: a turn at the head fails with ErrNoHandler before anything is
+// written (not even a new epoch); notes still happen, and a due turn after
+// them leaves its admission queued.
 func noHandler(t *testing.T, h *harness) {
+	first := h.human("s0", "FIRST")
+	before := h.session("s0")
+	if _, err := h.svc.Drain(h.ctx, "s0", admission.DrainOptions{}); !errors.Is(err, admission.ErrNoHandler) {
+		t.Fatalf("drain: %v, want no handler", err)
+	}
+	if after := h.session("s0"); after.Epoch != before.Epoch || after.Generation != before.Generation || after.LeaseHolder != before.LeaseHolder {
+		t.Errorf("session after a drain with no handler: epoch %d→%d, generation %d→%d, holder %q→%q; want unchanged",
+			before.Epoch, after.Epoch, before.Generation, after.Generation, before.LeaseHolder, after.LeaseHolder)
+	}
+	h.wantState(first.Admission.ID, "queued//")
+
 	h.openSession("s1")
 	c := h.offer("s1", "process", []string{process.id("proc_nh")}, process.text("proc_nh"), "")
 	u := h.human("s1", "NEEDS-A-HANDLER")
