@@ -116,3 +116,8 @@ func fixedCompletion(values ...string) cobra.CompletionFunc {
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
+
+// groupRun is the run function of a command that only groups subcommands
+// (session, viewer): without arguments it prints its help; an unknown
+// subcommand is a usage error (cobra's NoArgs check), not help with exit 0.
+func groupRun(cmd *cobra.Command, _ []string) error { return cmd.Help() }

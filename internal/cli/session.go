@@ -19,6 +19,7 @@ func newSessionCmd(f *Factory) *cobra.Command {
 		Use:   "session",
 		Short: "Open, show, close, compress, switch or grant a session",
 		Args:  cobra.NoArgs,
+		RunE:  groupRun,
 	}
 	cmd.AddCommand(
 		newSessionOpenCmd(f),

@@ -21,6 +21,7 @@ automation input to an open transcript runs as a turn instead of a note.
 'viewer add' takes a lease of --ttl and prints its id; 'viewer rm' ends it.
 'hermesq attach' holds a viewer with a heartbeat for as long as it runs.`,
 		Args: cobra.NoArgs,
+		RunE: groupRun,
 	}
 	cmd.AddCommand(newViewerAddCmd(f), newViewerRmCmd(f))
 	return cmd
