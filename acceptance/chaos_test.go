@@ -86,7 +86,11 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 		mu       sync.Mutex
 		drainers = []*bg{c.start(env, drainArgs...), c.start(env, drainArgs...)}
 		killed   = map[int]bool{} // pids of killed drainers
+		started  = map[int]*bg{}  // every drainer, by pid
 	)
+	for _, d := range drainers {
+		started[d.pid()] = d
+	}
 	stopKills := make(chan struct{})
 	killsDone := make(chan int)
 	killRng := rand.New(rand.NewPCG(rng.Uint64(), 11)) // the kill loop's own
@@ -106,6 +110,7 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 			d.signal(syscall.SIGKILL)
 			<-d.done
 			drainers[i] = c.start(env, drainArgs...)
+			started[drainers[i].pid()] = drainers[i]
 			mu.Unlock()
 			kills++
 		}
@@ -246,7 +251,15 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 						}
 					}
 					if alive > 1 {
-						t.Errorf("%s: turn %q ran %d times, %d of them under drainers never killed", session, a.Text(), len(r), alive)
+						t.Errorf("%s: turn %q (%s) ran %d times, %d of them under drainers never killed:", session, a.Text(), a.ID, len(r), alive)
+						for _, run := range r {
+							t.Logf("  handler pid %d under drainer %d (killed %v) at epoch %d generation %d, %s to %s",
+								run.Handler.PID, run.Handler.PPID, killed[run.Handler.PPID], run.Admission.Epoch, run.Admission.Generation,
+								time.Unix(0, run.Handler.StartedAt).Format("15:04:05.000"), time.Unix(0, run.Handler.EndedAt).Format("15:04:05.000"))
+							if d := started[run.Handler.PPID]; d != nil {
+								t.Logf("  drainer %d stderr:\n%s", run.Handler.PPID, abbrevTail(d.stderr(), 3000))
+							}
+						}
 					}
 				}
 				reply := fmt.Sprintf("echo: %s (notes seen: %d)", a.Text(), notesSoFar)
@@ -266,4 +279,11 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 		}
 	}
 	t.Logf("%d turns, %d notes; %d turns ran again after a kill", turns, notes, rerun)
+}
+
+func abbrevTail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }
