@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"unicode"
 
 	"github.com/hermesq/hermesq/pkg/admission"
+	"github.com/hermesq/hermesq/pkg/admission/admissiontest"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -369,5 +371,41 @@ func TestHandlerThatCannotStart(t *testing.T) {
 	}
 	if a.Status != backend.StatusQueued {
 		t.Errorf("admission %s after a handler that cannot start, want queued", a.Status)
+	}
+}
+
+// A reply larger than the limit fails the turn; one at the limit is kept.
+func TestReplyLimit(t *testing.T) {
+	ctx := context.Background()
+	st := newBolt(t)
+	svc := &admission.Service{Store: st}
+	bin := admissiontest.HandlerBinary(t)
+	for _, c := range []struct {
+		size int
+		want string
+	}{
+		{admission.MaxPayloadLimit, "done/completed"},
+		{admission.MaxPayloadLimit + 1, "done/failed"},
+	} {
+		r, err := svc.Admit(ctx, admission.Input{Session: "s1", Text: "big", Principal: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &admission.Handler{Argv: []string{bin}, Env: []string{"HQT_BIG=" + strconv.Itoa(c.size)}}
+		_, _ = svc.Drain(ctx, "s1", admission.DrainOptions{Handler: h})
+		a, err := st.GetAdmission(ctx, r.Admission.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(a.Status) + "/" + string(a.Outcome); got != c.want {
+			t.Errorf("reply of %d bytes: %s (%q), want %s", c.size, got, a.Error, c.want)
+		}
+	}
+	ms, err := st.ListMessages(ctx, "s1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || len(ms[1].Content) != admission.MaxPayloadLimit {
+		t.Errorf("%d messages, want the 2 of the first turn with the whole reply", len(ms))
 	}
 }

@@ -35,6 +35,28 @@ type TurnInput struct {
 // error.
 const stderrTail = 2048
 
+// maxReply bounds the reply kept from a handler's stdout; a longer reply
+// fails the turn instead of filling memory and the transcript.
+const maxReply = MaxPayloadLimit
+
+// capWriter keeps at most n bytes and remembers whether more came.
+type capWriter struct {
+	n    int
+	buf  bytes.Buffer
+	over bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if room := w.n - w.buf.Len(); len(p) > room {
+		w.over = true
+		if room > 0 {
+			w.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return w.buf.Write(p)
+}
+
 // waitDelay bounds how long a killed handler's pipes may stay open (held by
 // a grandchild that escaped the process group) before they are closed.
 const waitDelay = 5 * time.Second
@@ -109,9 +131,9 @@ func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnIn
 
 	cmd := exec.CommandContext(runCtx, h.Argv[0], h.Argv[1:]...)
 	cmd.Stdin = bytes.NewReader(stdin)
-	var stdout bytes.Buffer
+	stdout := &capWriter{n: maxReply}
 	stderr := &tailWriter{n: stderrTail}
-	cmd.Stdout = &stdout
+	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.Env = append(cmd.Environ(), h.Env...)
 	cmd.Env = append(cmd.Env,
@@ -149,7 +171,10 @@ func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnIn
 		}
 		return turnResult{outcome: backend.OutcomeFailed, errText: withTail("handler " + msg)}, nil
 	}
+	if stdout.over {
+		return turnResult{outcome: backend.OutcomeFailed, errText: withTail(fmt.Sprintf("reply is larger than %d bytes", maxReply))}, nil
+	}
 	// Like the shell's $(…), trailing newlines are not part of the reply.
-	reply := strings.TrimRight(strings.ToValidUTF8(stdout.String(), "\uFFFD"), "\r\n")
+	reply := strings.TrimRight(strings.ToValidUTF8(stdout.buf.String(), "\uFFFD"), "\r\n")
 	return turnResult{reply: reply, outcome: backend.OutcomeCompleted}, nil
 }

@@ -6,6 +6,7 @@
 //	HQT_FAIL_ON=SUBSTR  fail (stderr "boom: <text>", exit HQT_FAIL_CODE or 3) when the text contains SUBSTR
 //	HQT_SLEEP=DURATION  sleep before replying (stderr "sleeping <d>")
 //	HQT_WAIT=FILE       wait until FILE exists before replying
+//	HQT_BIG=N           reply with N bytes of "x" instead
 //	HQT_CHILD=FILE      start a child process that sleeps forever (in the handler's process
 //	                    group, holding its stdout) and write the child's pid to FILE
 package main
@@ -110,6 +111,10 @@ func main() {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("HQT_BIG")); err == nil {
+		os.Stdout.Write([]byte(strings.Repeat("x", n)))
+		return
 	}
 	fmt.Printf("reply to %s notes_seen=%d\n", in.Text, in.NotesSeen)
 }
