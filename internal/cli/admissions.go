@@ -12,7 +12,7 @@ import (
 
 // Commands that act on one admission by id: show, find, resolve, cancel.
 
-// admissionRun validates nothing but runs fn with the printer and store.
+// admissionRun runs fn with the printer and the store.
 func admissionRun(f *Factory, fn func(p *printer, st backend.Store) error) error {
 	p, err := f.printer()
 	if err != nil {

@@ -86,7 +86,7 @@ result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
 			o.textSet = cmd.Flags().Changed("text")
 			o.payloadSet = cmd.Flags().Changed("payload")
 			if o.Batch != "" {
-				return runAdmitBatch(cmd.Context(), o, cmd)
+				return runAdmitBatch(cmd.Context(), o)
 			}
 			return runAdmit(cmd.Context(), o)
 		},
@@ -209,7 +209,7 @@ type batchError struct {
 	Message string `json:"message"`
 }
 
-func runAdmitBatch(ctx context.Context, o *admitOptions, cmd *cobra.Command) error {
+func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 	cfg, err := o.f.Config()
 	if err != nil {
 		return err

@@ -183,7 +183,7 @@ func admissionFields(w io.Writer, a backend.Admission) error {
 	})
 }
 
-// admissionRows is a listing of admissions (queue).
+// admissionTable is a listing of admissions (queue).
 func admissionTable(w io.Writer, as []backend.Admission, width int) error {
 	rows := make([][]string, 0, len(as))
 	for _, a := range as {
