@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -318,5 +317,4 @@ func TestDrainWithoutHandler(t *testing.T) {
 	if got := decode[admissionOut](t, e.ok("-o", "json", "show", a.Admission.ID)); got.Status != "queued" {
 		t.Fatalf("after drain --all without handler: %s", got.Status)
 	}
-	_ = time.Second
 }
