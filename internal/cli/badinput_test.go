@@ -306,8 +306,12 @@ func holdLock(t *testing.T, path string) func() {
 func TestDrainWithoutHandler(t *testing.T) {
 	e := newEnv(t)
 	a := decode[admitOut](t, e.ok("-o", "json", "admit", "s1", "--text", "needs a turn"))
+	before := e.export()
 	r := e.run("drain", "s1").wantExit(t, ExitUsage)
 	contains(t, "stderr", r.err, "handler")
+	if after := e.export(); after != before {
+		t.Fatalf("store changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
 	got := decode[admissionOut](t, e.ok("-o", "json", "show", a.Admission.ID))
 	if got.Status != "queued" || got.Mode != nil {
 		t.Fatalf("after drain without handler: status %s mode %s, want queued, null", got.Status, deref(got.Mode))
