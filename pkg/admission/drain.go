@@ -230,15 +230,39 @@ func (s *Service) Drain(ctx context.Context, session string, opt DrainOptions) (
 	}
 
 	if len(d.problems) > 0 {
-		attn := fmt.Errorf("session %s: %d admission(s) failed or misrouted (%s): %w",
-			session, len(d.problems), strings.Join(d.problems, "; "), backend.ErrAttention)
+		shown := d.problems
+		more := ""
+		if len(shown) > 3 {
+			shown, more = shown[:3], fmt.Sprintf("; and %d more", len(d.problems)-3)
+		}
+		attn := fmt.Errorf("session %s: %d admission(s) failed or misrouted (%s%s): %w",
+			session, len(d.problems), strings.Join(shown, "; "), more, backend.ErrAttention)
 		if err == nil {
 			err = attn
 		} else if !errors.Is(err, backend.ErrAttention) {
-			err = errors.Join(err, attn)
+			err = joinErrors(err, attn)
 		}
 	}
 	return d.rep, err
+}
+
+// joinErrors wraps every non-nil err in one error whose message stays on
+// one line (errors.Join would put each on its own line). errors.Is and
+// backend.CodeOf see them in order, so the first decides the exit code.
+func joinErrors(errs ...error) error {
+	var args []any
+	for _, err := range errs {
+		if err != nil {
+			args = append(args, err)
+		}
+	}
+	switch len(args) {
+	case 0:
+		return nil
+	case 1:
+		return args[0].(error)
+	}
+	return fmt.Errorf(strings.TrimSuffix(strings.Repeat("%w; ", len(args)), "; "), args...)
 }
 
 // acquire takes the drain lease, waiting for a held one with opt.Wait.
@@ -633,7 +657,7 @@ func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.
 		// The handler could not start: a configuration problem, not the
 		// turn's fault. Give the admission back untouched.
 		if _, err := d.s.Store.Requeue(bg, req); err != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("requeue admission %s: %w", a.ID, err))
+			runErr = joinErrors(runErr, fmt.Errorf("requeue admission %s: %w", a.ID, err))
 		}
 		return stepDone, false, fmt.Errorf("drain %s: admission %s: %w", d.session, a.ID, runErr)
 	}
@@ -809,10 +833,10 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 	}
 	wg.Wait()
 	sortReports(reports)
-	err = errors.Join(errs...)
 	if opt.Follow && ctx.Err() != nil {
-		err = errors.Join(fmt.Errorf("drain --all: stopped: %w", ctx.Err()), err)
+		errs = append([]error{fmt.Errorf("drain --all: stopped: %w", ctx.Err())}, errs...)
 	}
+	err = joinErrors(errs...)
 	return reports, err
 }
 
