@@ -34,7 +34,9 @@ arrive, following it across compression. It stops on SIGINT, SIGTERM or end
 of stdin, removes the viewer and, with --end-reason, closes the session with
 that reason (exit 4 when the session is busy).
 
-While attached, automation input to an open transcript runs as a turn.`,
+While attached, automation input to an open transcript runs as a turn.
+Text output is one "[seq] role: content" entry a message; with -o json or
+jsonl, one message object a line (the stream has no end to close an array).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
