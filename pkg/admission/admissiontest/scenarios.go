@@ -134,8 +134,13 @@ func busyFIFO(t *testing.T, h *harness) {
 		}
 	}
 	for _, m := range h.messages("s1") {
-		if m.Role == backend.RoleNote && metaString(m, "producer") != "process" {
-			t.Errorf("note %q: metadata producer %v, want process", m.Content, m.Metadata["producer"])
+		if m.Role != backend.RoleNote {
+			continue
+		}
+		a := h.admission(metaString(m, "admission_id"))
+		ids, _ := m.Metadata["identities"].([]any)
+		if metaString(m, "producer") != "process" || len(ids) != 1 || ids[0] != a.Identities[0] || m.AdmissionID != a.ID {
+			t.Errorf("note %q: admission %q, metadata %v; want its admission's id, producer and identities", m.Content, m.AdmissionID, m.Metadata)
 		}
 	}
 	// The handler got the contract's environment.
@@ -186,6 +191,9 @@ func viewerAttachesAfterAdmission(t *testing.T, h *harness) {
 	}
 	if rep.Turns != 1 || rep.Notes != 0 {
 		t.Errorf("report: %d turns, %d notes; want 1, 0", rep.Turns, rep.Notes)
+	}
+	if in := h.turns(); len(in) == 1 && (in[0].Env["HERMESQ_KIND"] != "automation" || in[0].Env["HERMESQ_PRODUCER"] != "process") {
+		t.Errorf("handler environment %v, want kind automation, producer process", in[0].Env)
 	}
 }
 
