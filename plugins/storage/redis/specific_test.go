@@ -302,3 +302,18 @@ func TestSubscribeCluster(t *testing.T) {
 	for range ch {
 	}
 }
+
+func TestConformanceSentinel(t *testing.T) {
+	srv := redistest.Start(t)
+	se := srv.StartSentinel(t)
+	s := mustOpen(t, se.FreshURL())
+	ctx := context.Background()
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatalf("through the Sentinel: %v", err)
+	}
+	// The data is on the master the Sentinel names.
+	if out, err := srv.Do("KEYS", "*{s1}:session"); err != nil || out == "" {
+		t.Fatalf("the session is not on the master: %q, %v", out, err)
+	}
+	backendtest.RunConformanceTests(t, func(t *testing.T) backend.Store { return mustOpen(t, se.FreshURL()) })
+}
