@@ -84,4 +84,3 @@ func (se *Sentinel) FreshURL() string {
 	q.Set("prefix", UniquePrefix())
 	return "redis://" + se.Addr() + "/0?" + q.Encode()
 }
-
