@@ -33,14 +33,19 @@ it, or with -, the records go to stdout. The format does not depend on -o.`,
 			if err != nil {
 				return err
 			}
+			prog := f.progress("exported")
+			if (file == "" || file == "-") && f.IO.IsStdoutTTY() {
+				prog.on = false // the records themselves go to the terminal
+			}
+			defer prog.done()
 			if file == "" || file == "-" {
 				bw := bufio.NewWriter(f.IO.Out)
-				if err := exportTo(cmd, st, bw); err != nil {
+				if err := exportTo(cmd, st, bw, prog); err != nil {
 					return err
 				}
 				return bw.Flush()
 			}
-			return writeFileAtomic(file, func(w io.Writer) error { return exportTo(cmd, st, w) })
+			return writeFileAtomic(file, func(w io.Writer) error { return exportTo(cmd, st, w, prog) })
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "write to this file instead of stdout")
@@ -48,7 +53,7 @@ it, or with -, the records go to stdout. The format does not depend on -o.`,
 	return cmd
 }
 
-func exportTo(cmd *cobra.Command, st backend.Store, w io.Writer) error {
+func exportTo(cmd *cobra.Command, st backend.Store, w io.Writer, prog *progress) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return st.Export(cmd.Context(), func(r backend.Record) error {
@@ -62,6 +67,7 @@ func exportTo(cmd *cobra.Command, st backend.Store, w io.Writer) error {
 		if err := enc.Encode(r); err != nil {
 			return fmt.Errorf("export: write: %w", err)
 		}
+		prog.add(1)
 		return nil
 	})
 }
@@ -128,7 +134,9 @@ is skipped; with other content the import is refused (exit 4).`,
 				defer fh.Close()
 				src = fh
 			}
-			recs, err := readRecords(src)
+			prog := f.progress("read")
+			recs, err := readRecords(src, prog)
+			prog.done()
 			if err != nil {
 				return err
 			}
@@ -156,7 +164,7 @@ is skipped; with other content the import is refused (exit 4).`,
 }
 
 // readRecords parses an export, every line before any is written.
-func readRecords(r io.Reader) ([]backend.Record, error) {
+func readRecords(r io.Reader, prog *progress) ([]backend.Record, error) {
 	br := bufio.NewReader(r)
 	var recs []backend.Record
 	for n := 1; ; n++ {
@@ -170,6 +178,7 @@ func readRecords(r io.Reader) ([]backend.Record, error) {
 				return nil, backend.Errorf(backend.ErrInvalid, "import: line %d: %v", n, perr)
 			}
 			recs = append(recs, rec)
+			prog.add(1)
 		}
 		if errors.Is(err, io.EOF) {
 			return recs, nil
