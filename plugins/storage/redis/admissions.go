@@ -11,59 +11,88 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// Admit commits each request with one admit script on its session's slot.
-// The global lookups it needs (admission id → session, identity → sessions,
-// the session index, the first transcript's id) are written first: if the
-// script then refuses, they are orphans that every lookup verifies.
+// Admit commits the requests of each session with one admit script on the
+// session's slot, so a call's requests to one session are committed all
+// together or not at all. The global lookups they need (admission id →
+// session, identity → sessions, the session index, the first transcript's
+// id) are written first: if a script then refuses, they are orphans that
+// every lookup verifies. Requests to several sessions are several scripts
+// (on a Cluster, several slots): when one fails with the store unavailable,
+// the sessions before it in the call are committed.
 func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backend.AdmitResult, error) {
 	out := make([]backend.AdmitResult, len(reqs))
-	for i, req := range reqs {
-		res, err := s.admitOne(ctx, req)
-		if err != nil {
-			if c := backend.CodeOf(err); c == backend.CodeUnavailable || c == backend.CodeInternal {
-				// The call as a whole failed. Requests before this one are
-				// committed; each carries its own id, so a retry of the call
-				// resolves them to their admissions.
-				return nil, err
-			}
+	var order []string
+	bySession := map[string][]int{}
+	for i := range reqs {
+		req := &reqs[i]
+		if err := s.checkAdmit(req); err != nil {
 			out[i] = backend.AdmitResult{Err: err}
 			continue
 		}
-		out[i] = res
+		if _, ok := bySession[req.Session]; !ok {
+			order = append(order, req.Session)
+		}
+		bySession[req.Session] = append(bySession[req.Session], i)
+	}
+	for _, sid := range order {
+		idx := bySession[sid]
+		group := make([]backend.AdmitRequest, len(idx))
+		for j, i := range idx {
+			group[j] = reqs[i]
+		}
+		res, err := s.admitSession(ctx, sid, group)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			out[i] = res[j]
+		}
 	}
 	return out, nil
 }
 
-func (s *Store) admitOne(ctx context.Context, req backend.AdmitRequest) (backend.AdmitResult, error) {
+func (s *Store) checkAdmit(req *backend.AdmitRequest) error {
 	if err := backend.ValidateID("session", req.Session); err != nil {
-		return backend.AdmitResult{}, err
-	}
-	if req.ID == "" {
-		req.ID = newViewerID() // 128-bit random hex, as admission ids are
+		return err
 	}
 	if req.Kind == backend.KindAutomation && len(req.Identities) == 0 {
-		return backend.AdmitResult{}, backend.Errorf(backend.ErrInvalid, "redis: admit to %s: automation input without identities", req.Session)
+		return backend.Errorf(backend.ErrInvalid, "redis: admit to %s: automation input without identities", req.Session)
 	}
-	op := "admit to " + req.Session
+	if req.Kind != backend.KindAutomation && req.Kind != backend.KindHuman {
+		return backend.Errorf(backend.ErrInvalid, "redis: admit to %s: kind %q", req.Session, req.Kind)
+	}
+	return nil
+}
+
+// admitSession commits requests to one session in one script.
+func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.AdmitRequest) ([]backend.AdmitResult, error) {
+	op := "admit to session " + sid
 	pipe := s.client.Pipeline()
-	pipe.Set(ctx, s.k.admissionOwner(req.ID), req.Session, 0)
-	for _, id := range req.Identities {
-		pipe.SAdd(ctx, s.k.identityOwners(id), req.Session)
+	create := false
+	for i := range reqs {
+		if reqs[i].ID == "" {
+			reqs[i].ID = newViewerID() // 128-bit random hex, as admission ids are
+		}
+		pipe.Set(ctx, s.k.admissionOwner(reqs[i].ID), sid, 0)
+		for _, id := range reqs[i].Identities {
+			pipe.SAdd(ctx, s.k.identityOwners(id), sid)
+		}
+		create = create || (reqs[i].Kind == backend.KindHuman && reqs[i].CreateSession)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return backend.AdmitResult{}, s.wrap(op, err)
+		return nil, s.wrap(op, err)
 	}
-	if req.Kind == backend.KindHuman && req.CreateSession {
-		n, err := s.client.Exists(ctx, s.k.session(req.Session)).Result()
+	if create {
+		n, err := s.client.Exists(ctx, s.k.session(sid)).Result()
 		if err != nil {
-			return backend.AdmitResult{}, s.wrap(op, err)
+			return nil, s.wrap(op, err)
 		}
 		if n == 0 {
-			if err := s.claimTranscript(ctx, req.Session, req.Session); err != nil {
-				return backend.AdmitResult{}, err
+			if err := s.claimTranscript(ctx, sid, sid); err != nil {
+				return nil, err
 			}
-			if err := s.indexSession(ctx, req.Session); err != nil {
-				return backend.AdmitResult{}, err
+			if err := s.indexSession(ctx, sid); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -73,12 +102,14 @@ func (s *Store) admitOne(ctx context.Context, req backend.AdmitRequest) (backend
 		}
 		return "0"
 	}
-	sid := req.Session
-	args := []any{s.k.changes(), sid, req.ID, string(req.Kind), req.Producer, req.Principal,
-		req.RequestID, string(req.Payload), req.PinnedTarget, req.ReplayOf,
-		flag(req.CreateSession), flag(req.Reopen), nsOf(nowOr(req.Now))}
-	for _, id := range req.Identities {
-		args = append(args, id)
+	args := []any{s.k.changes(), sid}
+	for _, req := range reqs {
+		args = append(args, req.ID, string(req.Kind), req.Producer, req.Principal,
+			req.RequestID, string(req.Payload), req.PinnedTarget, req.ReplayOf,
+			flag(req.CreateSession), flag(req.Reopen), nsOf(nowOr(req.Now)), len(req.Identities))
+		for _, id := range req.Identities {
+			args = append(args, id)
+		}
 	}
 	r, err := s.eval(ctx, scriptAdmit, []string{
 		s.k.session(sid), s.k.grants(sid), s.k.transcripts(sid), s.k.admissions(sid),
@@ -86,26 +117,53 @@ func (s *Store) admitOne(ctx context.Context, req backend.AdmitRequest) (backend
 		s.k.identities(sid), s.k.requests(sid),
 	}, args...)
 	if err != nil {
-		return backend.AdmitResult{}, s.wrap(op, err)
+		return nil, s.wrap(op, err)
+	}
+	if len(r) != len(reqs) {
+		return nil, errInternalf("%s: %d replies for %d requests", op, len(r), len(reqs))
+	}
+	out := make([]backend.AdmitResult, len(reqs))
+	for i, req := range reqs {
+		one, _ := r[i].([]any)
+		if len(one) == 0 {
+			return nil, errInternalf("%s: bad reply %v", op, r[i])
+		}
+		res, err := s.admitResult(req, one)
+		if err != nil {
+			if backend.CodeOf(err) == backend.CodeInternal {
+				return nil, err
+			}
+			res = backend.AdmitResult{Err: err}
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
+func (s *Store) admitResult(req backend.AdmitRequest, r []any) (backend.AdmitResult, error) {
+	sid := req.Session
+	detail := ""
+	if len(r) > 1 {
+		detail = str(r[1])
 	}
 	switch status(r) {
 	case "conflict":
 		return backend.AdmitResult{}, backend.Errorf(backend.ErrConflict,
-			"redis: admit to session %s: request id %q was used with another payload by admission %s", sid, req.RequestID, str(r[1]))
+			"redis: admit to session %s: request id %q was used with another payload by admission %s", sid, req.RequestID, detail)
 	case "closed":
 		return backend.AdmitResult{}, backend.Errorf(backend.ErrClosed,
-			"redis: admit to session %s: its current transcript %s is closed (reopen it to admit)", sid, str(r[1]))
+			"redis: admit to session %s: its current transcript %s is closed (reopen it to admit)", sid, detail)
 	case "forbidden":
 		return backend.AdmitResult{}, backend.Errorf(backend.ErrForbidden,
 			"redis: admit to session %s: principal %q is not its owner nor granted", sid, req.Principal)
 	case "not_found":
 		return backend.AdmitResult{}, backend.Errorf(backend.ErrNotFound, "redis: admit to session %s: no such session", sid)
-	}
-	if err := s.scriptErr(r, "admit to", "session "+sid); err != nil {
-		return backend.AdmitResult{}, err
+	case "ok":
+	default:
+		return backend.AdmitResult{}, errInternalf("admit to session %s: unknown script status %q", sid, status(r))
 	}
 	if len(r) < 8 {
-		return backend.AdmitResult{}, errInternalf("%s: short reply", op)
+		return backend.AdmitResult{}, errInternalf("admit to session %s: short reply", sid)
 	}
 	a, err := decodeAdmission(str(r[2]), str(r[3]), str(r[4]))
 	if err != nil {

@@ -1,114 +1,132 @@
--- admit.lua: commit one admission request (DESIGN §2), resolving its request
--- id or identities against the session, in one atomic step.
+-- admit.lua: commit admission requests to one session (DESIGN §2), each
+-- resolving its request id or identities against the session; all of them
+-- in one atomic step, each with its own result.
 -- KEYS[1] session hash       KEYS[2] grants set        KEYS[3] transcripts hash
 -- KEYS[4] admissions hash    KEYS[5] payloads hash     KEYS[6] identity_lists hash
 -- KEYS[7] seqs zset          KEYS[8] queued zset       KEYS[9] identities hash
 -- KEYS[10] requests hash
--- ARGV[1] changes channel    ARGV[2] session id        ARGV[3] new admission id
--- ARGV[4] kind               ARGV[5] producer          ARGV[6] principal
--- ARGV[7] request id         ARGV[8] canonical payload ARGV[9] pinned target ('' = current)
--- ARGV[10] replay_of         ARGV[11] create session '1'|'0'
--- ARGV[12] reopen '1'|'0'    ARGV[13] now (ns)         ARGV[14..] identities
--- Returns {'ok', result, record, payload, identity list, payload_differs '1'|'0',
---          duplicate ids joined by NUL, per-identity results ('a'|'d' per identity)}
+-- ARGV[1] changes channel    ARGV[2] session id
+-- ARGV[3..] one block per request: new admission id, kind, producer,
+--   principal, request id, canonical payload, pinned target ('' = current),
+--   replay_of, create session '1'|'0', reopen '1'|'0', now (ns),
+--   number of identities n, then the n identities
+-- Returns one reply per request:
+--   {'ok', result, record, payload, identity list, payload_differs '1'|'0',
+--    duplicate ids joined by NUL, per-identity results ('a'|'d' per identity)}
 --   result: admitted | duplicate | coalesced
 -- or {'not_found'} (no session), {'forbidden'} (principal not owner nor granted),
 -- {'conflict', admission id} (request id reused with another payload),
 -- {'closed', current transcript}.
-local sid, id, kind, producer, principal = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local request_id, payload, pinned, replay_of = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-local create, reopen, now = ARGV[11] == '1', ARGV[12] == '1', ARGV[13]
+local sid = ARGV[2]
+local changed = false
 
-local function reply(result, adm_id, differs, dups, idres)
-  return {'ok', result, redis.call('HGET', KEYS[4], adm_id), redis.call('HGET', KEYS[5], adm_id),
-    redis.call('HGET', KEYS[6], adm_id) or '', differs and '1' or '0', table.concat(dups, '\0'), idres}
-end
+local function admit_one(id, kind, producer, principal, request_id, payload, pinned, replay_of,
+    create, reopen, now, idents)
 
--- A request re-sent after its reply was lost finds its own admission.
-if redis.call('HEXISTS', KEYS[4], id) == 1 then
-  return reply('admitted', id, false, {}, '')
-end
-
-local s = hgetall(KEYS[1])
-if not s then
-  if kind ~= 'human' or not create then return {'not_found'} end
-  redis.call('HSET', KEYS[1], 'id', sid, 'owner', principal, 'current', sid, 'epoch', 0,
-    'generation', 0, 'next_seq', 1, 'created_at', now, 'lease_holder', '', 'lease_expires_at', '',
-    'tcount', 1)
-  if redis.call('HEXISTS', KEYS[3], sid) == 0 then
-    putrec(KEYS[3], sid, {id = sid, session = sid, parent = '', child = '', ended_at = '',
-      end_reason = '', message_count = 0, note_count = 0, created_at = now, n = 1})
+  local function reply(result, adm_id, differs, dups, idres)
+    return {'ok', result, redis.call('HGET', KEYS[4], adm_id), redis.call('HGET', KEYS[5], adm_id),
+      redis.call('HGET', KEYS[6], adm_id) or '', differs and '1' or '0', table.concat(dups, '\0'), idres}
   end
-  s = hgetall(KEYS[1])
-end
 
-if s.owner ~= principal and redis.call('SISMEMBER', KEYS[2], principal) == 0 then
-  return {'forbidden'}
-end
+  -- A request re-sent after its reply was lost finds its own admission.
+  if redis.call('HEXISTS', KEYS[4], id) == 1 then
+    return reply('admitted', id, false, {}, '')
+  end
 
-local new_ids = {}
-local dups = {}
-local idres = {}
-local differs = false
-
-if kind == 'human' then
-  local rkey = principal .. '\0' .. request_id
-  if request_id ~= '' then
-    local existing = redis.call('HGET', KEYS[10], rkey)
-    if existing then
-      if redis.call('HGET', KEYS[5], existing) ~= payload then return {'conflict', existing} end
-      return reply('duplicate', existing, false, {existing}, '')
+  local s = hgetall(KEYS[1])
+  if not s then
+    if kind ~= 'human' or not create then return {'not_found'} end
+    redis.call('HSET', KEYS[1], 'id', sid, 'owner', principal, 'current', sid, 'epoch', 0,
+      'generation', 0, 'next_seq', 1, 'created_at', now, 'lease_holder', '', 'lease_expires_at', '',
+      'tcount', 1)
+    changed = true
+    if redis.call('HEXISTS', KEYS[3], sid) == 0 then
+      putrec(KEYS[3], sid, {id = sid, session = sid, parent = '', child = '', ended_at = '',
+        end_reason = '', message_count = 0, note_count = 0, created_at = now, n = 1})
     end
+    s = hgetall(KEYS[1])
   end
-  local cur = getrec(KEYS[3], s.current)
-  if cur and cur.ended_at ~= '' then
-    if not reopen then return {'closed', s.current} end
-    cur.ended_at = ''
-    cur.end_reason = ''
-    putrec(KEYS[3], s.current, cur)
+
+  if s.owner ~= principal and redis.call('SISMEMBER', KEYS[2], principal) == 0 then
+    return {'forbidden'}
   end
-  if request_id ~= '' then redis.call('HSET', KEYS[10], rkey, id) end
-else
-  local seen = {}
-  local first_dup = nil
-  for i = 14, #ARGV do
-    local ident = ARGV[i]
-    local holder = redis.call('HGET', KEYS[9], ident)
-    if holder then
-      idres[#idres + 1] = 'd'
-      if not seen[holder] then
-        seen[holder] = true
-        dups[#dups + 1] = holder
-        if redis.call('HGET', KEYS[5], holder) ~= payload then differs = true end
+
+  local new_ids = {}
+  local dups = {}
+  local idres = {}
+  local differs = false
+
+  if kind == 'human' then
+    local rkey = principal .. '\0' .. request_id
+    if request_id ~= '' then
+      local existing = redis.call('HGET', KEYS[10], rkey)
+      if existing then
+        if redis.call('HGET', KEYS[5], existing) ~= payload then return {'conflict', existing} end
+        return reply('duplicate', existing, false, {existing}, '')
       end
-      first_dup = first_dup or holder
-    elseif seen['\0' .. ident] then
-      idres[#idres + 1] = 'a'
-    else
-      seen['\0' .. ident] = true
-      idres[#idres + 1] = 'a'
-      new_ids[#new_ids + 1] = ident
     end
+    local cur = getrec(KEYS[3], s.current)
+    if cur and cur.ended_at ~= '' then
+      if not reopen then return {'closed', s.current} end
+      cur.ended_at = ''
+      cur.end_reason = ''
+      putrec(KEYS[3], s.current, cur)
+    end
+    if request_id ~= '' then redis.call('HSET', KEYS[10], rkey, id) end
+  else
+    local seen = {}
+    local first_dup = nil
+    for _, ident in ipairs(idents) do
+      local holder = redis.call('HGET', KEYS[9], ident)
+      if holder then
+        idres[#idres + 1] = 'd'
+        if not seen[holder] then
+          seen[holder] = true
+          dups[#dups + 1] = holder
+          if redis.call('HGET', KEYS[5], holder) ~= payload then differs = true end
+        end
+        first_dup = first_dup or holder
+      elseif seen['\0' .. ident] then
+        idres[#idres + 1] = 'a'
+      else
+        seen['\0' .. ident] = true
+        idres[#idres + 1] = 'a'
+        new_ids[#new_ids + 1] = ident
+      end
+    end
+    if #new_ids == 0 then
+      return reply('duplicate', first_dup, differs, dups, table.concat(idres))
+    end
+    for _, ident in ipairs(new_ids) do redis.call('HSET', KEYS[9], ident, id) end
+    if pinned == '' then pinned = s.current end
   end
-  if #new_ids == 0 then
-    return reply('duplicate', first_dup, differs, dups, table.concat(idres))
-  end
-  for _, ident in ipairs(new_ids) do redis.call('HSET', KEYS[9], ident, id) end
-  if pinned == '' then pinned = s.current end
+
+  local seq = tonumber(s.next_seq)
+  redis.call('HSET', KEYS[1], 'next_seq', seq + 1)
+  local rec = {id = id, session = sid, seq = seq, kind = kind, producer = producer,
+    principal = principal, request_id = request_id, pinned_target = pinned, delivered_to = '',
+    status = 'queued', outcome = '', mode = '', epoch = 0, generation = 0, admitted_at = now,
+    started_at = '', settled_at = '', replay_of = replay_of, error = ''}
+  putrec(KEYS[4], id, rec)
+  redis.call('HSET', KEYS[5], id, payload)
+  if #new_ids > 0 then redis.call('HSET', KEYS[6], id, table.concat(new_ids, '\0')) end
+  redis.call('ZADD', KEYS[7], seq, id)
+  redis.call('ZADD', KEYS[8], seq, id)
+  changed = true
+  local result = 'admitted'
+  if #new_ids > 1 then result = 'coalesced' end
+  return reply(result, id, differs, dups, table.concat(idres))
 end
 
-local seq = tonumber(s.next_seq)
-redis.call('HSET', KEYS[1], 'next_seq', seq + 1)
-local rec = {id = id, session = sid, seq = seq, kind = kind, producer = producer,
-  principal = principal, request_id = request_id, pinned_target = pinned, delivered_to = '',
-  status = 'queued', outcome = '', mode = '', epoch = 0, generation = 0, admitted_at = now,
-  started_at = '', settled_at = '', replay_of = replay_of, error = ''}
-putrec(KEYS[4], id, rec)
-redis.call('HSET', KEYS[5], id, payload)
-if #new_ids > 0 then redis.call('HSET', KEYS[6], id, table.concat(new_ids, '\0')) end
-redis.call('ZADD', KEYS[7], seq, id)
-redis.call('ZADD', KEYS[8], seq, id)
-publish(ARGV[1], sid)
-local result = 'admitted'
-if #new_ids > 1 then result = 'coalesced' end
-return reply(result, id, differs, dups, table.concat(idres))
+local out = {}
+local i = 3
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 11])
+  local idents = {}
+  for j = 1, n do idents[j] = ARGV[i + 11 + j] end
+  out[#out + 1] = admit_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+    ARGV[i + 6], ARGV[i + 7], ARGV[i + 8] == '1', ARGV[i + 9] == '1', ARGV[i + 10], idents)
+  i = i + 12 + n
+end
+if changed then publish(ARGV[1], sid) end
+return out
