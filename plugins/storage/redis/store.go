@@ -229,9 +229,9 @@ func Open(ctx context.Context, u *url.URL, opts backend.Options) (*Store, error)
 		s.client = goredis.NewFailoverClient(&goredis.FailoverOptions{
 			MasterName: c.Sentinel, SentinelAddrs: c.Hosts,
 			Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: c.TLS,
-			MaxRetries:  -1,
+			MaxRetries:  -1, // as below
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
-			Protocol: 2, DisableIdentity: true,
+			DialerRetries: 1, Protocol: 2, DisableIdentity: true,
 		})
 	default:
 		s.client = goredis.NewClient(&goredis.Options{
