@@ -71,7 +71,7 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 	create := false
 	for i := range reqs {
 		if reqs[i].ID == "" {
-			reqs[i].ID = newViewerID() // 128-bit random hex, as admission ids are
+			reqs[i].ID = newID()
 		}
 		pipe.Set(ctx, s.k.admissionOwner(reqs[i].ID), sid, 0)
 		for _, id := range reqs[i].Identities {

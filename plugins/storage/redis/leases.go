@@ -63,7 +63,8 @@ func (s *Store) ReleaseLease(ctx context.Context, req backend.LeaseRequest) erro
 	return s.scriptErr(r, "release lease of", "session "+sid)
 }
 
-func newViewerID() string {
+// newID returns 128 random bits in hex: a viewer or admission id.
+func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -71,7 +72,7 @@ func newViewerID() string {
 
 // AddViewer adds a viewer lease of ttl on the session.
 func (s *Store) AddViewer(ctx context.Context, session string, ttl time.Duration, now time.Time) (backend.Viewer, error) {
-	return s.viewer(ctx, session, newViewerID(), ttl, now, false)
+	return s.viewer(ctx, session, newID(), ttl, now, false)
 }
 
 // RenewViewer extends a live viewer lease.

@@ -75,6 +75,9 @@ type Config struct {
 	Redacted string
 }
 
+// String describes the configuration without its password.
+func (c *Config) String() string { return "redis config for " + c.Redacted }
+
 // ParseURL parses and checks a store URL without connecting.
 func ParseURL(u *url.URL) (*Config, error) {
 	red := u.Redacted()
