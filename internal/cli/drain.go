@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -197,6 +198,9 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	}
 	if sig != nil {
 		return sig
+	}
+	if errors.Is(err, admission.ErrNoHandler) {
+		return fmt.Errorf("%w (give the handler after --, e.g. 'hermesq drain S -- ./agent.sh', or set handler.command in the config file)", err)
 	}
 	return err
 }
