@@ -157,3 +157,6 @@ func (c *Cluster) Stop() {
 		n.kill()
 	}
 }
+
+// KillNode kills master i with SIGKILL (its slots become unreachable).
+func (c *Cluster) KillNode(i int) { c.nodes[i].kill() }

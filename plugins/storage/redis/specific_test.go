@@ -317,3 +317,53 @@ func TestConformanceSentinel(t *testing.T) {
 	}
 	backendtest.RunConformanceTests(t, func(t *testing.T) backend.Store { return mustOpen(t, se.FreshURL()) })
 }
+
+// TestClusterNodeDown: with one master of three killed, sessions on the
+// other masters keep working and those on the dead one fail with
+// ErrUnavailable (never another code, never a hang).
+func TestClusterNodeDown(t *testing.T) {
+	c := redistest.StartCluster(t)
+	s, err := open(t, c.FreshURL(), backend.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 24; i++ {
+		id := fmt.Sprintf("s%d", i)
+		ids = append(ids, id)
+		if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: id, Owner: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.KillNode(0)
+	var ok, down int
+	for _, id := range ids {
+		done := make(chan error, 1)
+		go func() {
+			res, err := s.Admit(ctx, []backend.AdmitRequest{{Session: id, Kind: backend.KindHuman, Principal: "alice", Payload: backendtest.Payload("x")}})
+			if err == nil {
+				err = res[0].Err
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, backend.ErrUnavailable):
+				down++
+			default:
+				t.Errorf("admit to %s with a master down: %v, want success or ErrUnavailable", id, err)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("admit to %s with a master down hangs", id)
+		}
+	}
+	if down == 0 {
+		t.Errorf("no admit failed with a master of three down (%d succeeded)", ok)
+	}
+	t.Logf("with one master down: %d admits succeeded, %d unavailable", ok, down)
+}
