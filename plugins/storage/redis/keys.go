@@ -63,8 +63,8 @@ func (k keys) sessionIndex() string { return k.prefix + ":sessions" }
 // admissionOwner: admission id → session id.
 func (k keys) admissionOwner(id string) string { return k.prefix + ":admission:{" + id + "}" }
 
-// transcriptOwner: transcript id → session id; claimed with SET NX so
-// transcript ids are unique across sessions.
+// transcriptOwner: transcript id → "<session> <claimed at>"; claimed with
+// SET NX so transcript ids are unique across sessions.
 func (k keys) transcriptOwner(t string) string { return k.prefix + ":transcript:{" + t + "}" }
 
 // identityOwners: set of the sessions that may hold identity.

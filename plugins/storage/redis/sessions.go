@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -18,22 +19,31 @@ func nowOr(t time.Time) time.Time {
 	return t
 }
 
+// orphanAge is how old a transcript id claim must be before another session
+// may take it over when the claiming session never created the transcript
+// (its script refused, or its process died between the claim and the
+// script). Younger claims may belong to a script still on its way.
+const orphanAge = time.Minute
+
 // claimTranscript makes t a transcript id of session, globally: SET NX on
-// the transcript's owner key. An entry left by a script that then refused
-// (an orphan) is taken over when the named session has no such transcript.
+// the transcript's owner key, whose value is "<session> <claimed at, unix
+// ns>". A claim of another session that holds no such transcript and is
+// older than orphanAge is an orphan and is taken over.
 func (s *Store) claimTranscript(ctx context.Context, session, t string) error {
 	key := s.k.transcriptOwner(t)
-	ok, err := s.client.SetNX(ctx, key, session, 0).Result()
+	value := session + " " + nsOf(time.Now())
+	ok, err := s.client.SetNX(ctx, key, value, 0).Result()
 	if err != nil {
 		return s.wrap("claim transcript "+t, err)
 	}
 	if ok {
 		return nil
 	}
-	owner, err := s.client.Get(ctx, key).Result()
+	raw, err := s.client.Get(ctx, key).Result()
 	if err != nil && err != goredis.Nil {
 		return s.wrap("claim transcript "+t, err)
 	}
+	owner, claimedAt := parseClaim(raw)
 	if owner == session {
 		return nil
 	}
@@ -42,14 +52,20 @@ func (s *Store) claimTranscript(ctx context.Context, session, t string) error {
 		if err != nil {
 			return s.wrap("claim transcript "+t, err)
 		}
-		if held {
+		if held || time.Since(claimedAt) < orphanAge {
 			return backend.Errorf(backend.ErrConflict, "redis: transcript %s belongs to session %s", t, owner)
 		}
 	}
-	if err := s.client.Set(ctx, key, session, 0).Err(); err != nil {
+	if err := s.client.Set(ctx, key, value, 0).Err(); err != nil {
 		return s.wrap("claim transcript "+t, err)
 	}
 	return nil
+}
+
+// parseClaim splits a transcript claim into its session and time.
+func parseClaim(v string) (string, time.Time) {
+	session, at, _ := strings.Cut(v, " ")
+	return session, timeOf(at)
 }
 
 // indexSession adds the session to the global session index (idempotent).

@@ -367,3 +367,33 @@ func TestClusterNodeDown(t *testing.T) {
 	}
 	t.Logf("with one master down: %d admits succeeded, %d unavailable", ok, down)
 }
+
+// TestOrphanTranscriptClaim: a transcript id claimed by a session that never
+// created it (its script refused, or its process died) blocks the id only
+// for a while; a live claim, or a transcript that exists, blocks it for good.
+func TestOrphanTranscriptClaim(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.UniquePrefix()
+	s := mustOpen(t, srv.URLWithPrefix(prefix))
+	ctx := context.Background()
+	claim := func(t, session string, at time.Time) {
+		if _, err := srv.Do("SET", prefix+":transcript:{"+t+"}", session+" "+strconv.FormatInt(at.UnixNano(), 10)); err != nil {
+			panic(err)
+		}
+	}
+	claim("young", "ghost", time.Now())
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "young", Owner: "alice"}); !errors.Is(err, backend.ErrConflict) {
+		t.Errorf("open over a fresh claim of another session: %v, want ErrConflict", err)
+	}
+	claim("old", "ghost", time.Now().Add(-time.Hour))
+	if _, created, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "old", Owner: "alice"}); err != nil || !created {
+		t.Errorf("open over an hour-old orphan claim: created %v, %v; want created", created, err)
+	}
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	claim("s1", "s1", time.Now().Add(-time.Hour))
+	if _, err := s.Switch(ctx, "old", "s1", time.Time{}); !errors.Is(err, backend.ErrConflict) {
+		t.Errorf("switch to another session's existing transcript: %v, want ErrConflict", err)
+	}
+}

@@ -15,13 +15,14 @@ func (s *Store) transcriptSession(ctx context.Context, id string) (string, backe
 	var session, rec string
 	err := s.readRetry(ctx, "get transcript "+id, func() error {
 		var err error
-		session, err = s.client.Get(ctx, s.k.transcriptOwner(id)).Result()
+		raw, err := s.client.Get(ctx, s.k.transcriptOwner(id)).Result()
 		if err == goredis.Nil {
 			return backend.Errorf(backend.ErrNotFound, "redis: transcript %s", id)
 		}
 		if err != nil {
 			return err
 		}
+		session, _ = parseClaim(raw)
 		rec, err = s.client.HGet(ctx, s.k.transcripts(session), id).Result()
 		if err == goredis.Nil {
 			return backend.Errorf(backend.ErrNotFound, "redis: transcript %s", id)
