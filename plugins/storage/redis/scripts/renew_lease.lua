@@ -7,4 +7,5 @@ local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 if tonumber(s.epoch) ~= tonumber(ARGV[4]) or s.lease_holder ~= ARGV[3] then return {'fenced'} end
 redis.call('HSET', KEYS[1], 'lease_expires_at', ARGV[5])
+publish(ARGV[1], ARGV[2])
 return {'ok'}
