@@ -33,18 +33,12 @@ func mustOpen(tb testing.TB, rawURL string) backend.Store {
 	return s
 }
 
-// freshURL is a source of URLs to empty stores (one server, a new prefix each).
-type freshURL interface{ FreshURL() string }
-
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	backendtest.RunConformanceTests(t, func(t *testing.T) backend.Store { return mustOpen(t, srv.FreshURL()) })
 }
 
 func TestConformanceCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the Cluster run is the long one")
-	}
 	c := redistest.StartCluster(t)
 	backendtest.RunConformanceTests(t, func(t *testing.T) backend.Store { return mustOpen(t, c.FreshURL()) })
 }
@@ -58,5 +52,3 @@ func BenchmarkStoreCluster(b *testing.B) {
 	c := redistest.StartCluster(b)
 	backendtest.RunBenchmarks(b, func(b *testing.B) backend.Store { return mustOpen(b, c.FreshURL()) })
 }
-
-var _ freshURL = (*redistest.Server)(nil)
