@@ -248,10 +248,11 @@ func TestDrainLeaseAndUnknown(t *testing.T) {
 // the drain exits 130 or 143.
 func TestDrainSignals(t *testing.T) {
 	for _, c := range []struct {
-		sig  syscall.Signal
-		code int
-	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
-		t.Run(c.sig.String(), func(t *testing.T) {
+		sig    syscall.Signal
+		code   int
+		output string
+	}{{syscall.SIGINT, 130, "text"}, {syscall.SIGTERM, 143, "json"}, {syscall.SIGINT, 130, "jsonl"}} {
+		t.Run(c.sig.String()+"/"+c.output, func(t *testing.T) {
 			e := newEnv(t)
 			sigs := make(chan os.Signal, 1)
 			e.configure = func(f *Factory) {
@@ -261,7 +262,7 @@ func TestDrainSignals(t *testing.T) {
 			e.ok("admit", "s1", "--text", "slow")
 			done := make(chan result, 1)
 			go func() {
-				done <- e.run("drain", "s1", "--grace", "50ms", "--", "sh", "-c", "cat >/dev/null; touch "+marker+"; exec sleep 60")
+				done <- e.run("-o", c.output, "drain", "s1", "--grace", "50ms", "--", "sh", "-c", "cat >/dev/null; touch "+marker+"; exec sleep 60")
 			}()
 			waitFor(t, func() bool { _, err := os.Stat(marker); return err == nil }, done)
 			sigs <- c.sig
@@ -271,6 +272,14 @@ func TestDrainSignals(t *testing.T) {
 			}
 			checkOneErrorLine(t, r)
 			contains(t, "stderr", r.err, "interrupted")
+			if c.output != "text" {
+				// The error object's code is one of the closed set; stdout
+				// is the report of what was executed, pure JSON.
+				contains(t, "stderr", r.err, `{"error":"unavailable","message":"drain interrupted by `)
+				if rep := decode[map[string]any](t, r); rep["session"] != "s1" {
+					t.Fatalf("report on stdout: %v", rep)
+				}
+			}
 			// The lease was given up: a new drain can start at once.
 			e.configure = nil
 			e.run("drain", "s1", "--", "true").wantExit(t, 0)

@@ -48,7 +48,8 @@ admission queued and exits 2.
 --all drains every session with queued work (what cron runs); --follow keeps
 draining as inputs arrive until SIGINT or SIGTERM. On a signal the running
 turn may finish within --grace, then the drain stops and exits 130 (SIGINT)
-or 143 (SIGTERM).
+or 143 (SIGTERM); with -o json the error object's code is "unavailable"
+(the queue is intact: drain again to go on).
 
 Prints what it executed, one line each: "turn|note|failed <admission> seq N
 -> <transcript>"; with -o json the drain report (an array of reports with

@@ -33,7 +33,9 @@ func (e *runError) Error() string { return e.err.Error() }
 func (e *runError) Unwrap() error { return e.err }
 
 // signalError reports a command stopped by a signal (drain: SIGINT → 130,
-// SIGTERM → 143).
+// SIGTERM → 143). Its code for -o json is "unavailable", the closest of the
+// contract's closed set (DESIGN §11): the drain stopped taking work, the
+// queue is intact, and the same drain may be run again later.
 type signalError struct {
 	sig os.Signal
 	op  string
@@ -98,13 +100,14 @@ func ExitCode(err error) int {
 	}
 }
 
-// errorCode is the contract's code of an error for -o json.
+// errorCode is the contract's code of an error for -o json: always one of
+// the closed set of DESIGN §11 (backend.Code).
 func errorCode(err error) string {
 	var sig *signalError
 	var run *runError
 	switch {
 	case errors.As(err, &sig):
-		return "interrupted"
+		return string(backend.CodeUnavailable)
 	case !errors.As(err, &run):
 		return string(backend.CodeInvalid)
 	}

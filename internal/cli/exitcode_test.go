@@ -39,3 +39,31 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
+
+// With -o json every error, a signal included, carries a code of the
+// contract's closed set (DESIGN §11).
+func TestErrorCodeClosedSet(t *testing.T) {
+	closed := map[string]bool{}
+	for _, c := range []backend.Code{backend.CodeInvalid, backend.CodeNotFound, backend.CodeConflict, backend.CodeFenced,
+		backend.CodeAttention, backend.CodeForbidden, backend.CodeUnavailable, backend.CodeInternal} {
+		closed[string(c)] = true
+	}
+	run := func(err error) error { return &runError{err} }
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{run(backend.Errorf(backend.ErrInvalid, "x")), "invalid"},
+		{run(backend.ErrClosed), "conflict"},
+		{run(fmt.Errorf("drain: %w", backend.ErrLeaseHeld)), "fenced"},
+		{run(errors.New("something unexplained")), "internal"},
+		{errors.New(`unknown command "x" for "hermesq"`), "invalid"},
+		{run(&signalError{sig: syscall.SIGINT, op: "drain"}), "unavailable"},
+		{run(&signalError{sig: syscall.SIGTERM, op: "drain"}), "unavailable"},
+	} {
+		got := errorCode(c.err)
+		if got != c.want || !closed[got] {
+			t.Errorf("errorCode(%v) = %q, want %q (of the closed set)", c.err, got, c.want)
+		}
+	}
+}

@@ -21,6 +21,11 @@ const exitCodesTable = `  0    success (a duplicate admission is a success)
   75   store temporarily unavailable or locked (retry later)
   130  drain interrupted by SIGINT
   143  drain interrupted by SIGTERM
+
+With -o json the error object on stderr carries one of the codes invalid,
+not_found, conflict, fenced, attention, forbidden, unavailable or internal;
+an interrupted drain (130, 143) reports "unavailable": the queue is intact
+and the drain may be run again.
 `
 
 // newHelpCmd is cobra's help command with one additional topic,
