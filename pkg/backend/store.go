@@ -27,7 +27,8 @@ type Store interface {
 	// OpenSession creates a session owned by req.Owner whose first transcript
 	// has the session's id. It returns the existing session unchanged, with
 	// created false, when the session exists. ErrConflict when a transcript
-	// of another session already has that id.
+	// of another session already has that id; ErrInvalid for a bad id or
+	// owner (ValidateID, ValidateToken).
 	OpenSession(ctx context.Context, req OpenSessionRequest) (s Session, created bool, err error)
 
 	// GetSession returns a session with its counters and live viewer count.
@@ -37,6 +38,7 @@ type Store interface {
 	ListSessions(ctx context.Context) ([]Session, error)
 
 	// Grant allows principal to admit to the session besides its owner.
+	// ErrInvalid for a bad principal (ValidateToken).
 	Grant(ctx context.Context, session, principal string) error
 
 	// Admit commits each request durably and atomically (DESIGN §2). The
@@ -73,11 +75,13 @@ type Store interface {
 	FindIdentity(ctx context.Context, session, identity string) (Admission, error)
 
 	// AcquireLease takes the session's drain lease for holder: epoch+1,
-	// expiry now+TTL, and every admission left running moves to unknown
-	// (Lease.Recovered). ErrLeaseHeld while another holder's lease is live.
+	// expiry now+TTL (a TTL of 0 or less: DefaultLeaseTTL), and every
+	// admission left running moves to unknown (Lease.Recovered).
+	// ErrLeaseHeld while another holder's lease is live.
 	AcquireLease(ctx context.Context, req LeaseRequest) (Lease, error)
 
-	// RenewLease extends the lease of (holder, epoch) to now+TTL. ErrFenced
+	// RenewLease extends the lease of (holder, epoch) to now+TTL (TTL as
+	// for AcquireLease). ErrFenced
 	// when the session's epoch is no longer req.Epoch or the holder changed.
 	RenewLease(ctx context.Context, req LeaseRequest) (Lease, error)
 
@@ -118,8 +122,10 @@ type Store interface {
 	// queued.
 	Cancel(ctx context.Context, id string, now time.Time) (Admission, error)
 
-	// AddViewer adds a viewer lease of ttl on the session; RenewViewer
-	// extends one (ErrNotFound when gone or expired); RemoveViewer ends one.
+	// AddViewer adds a viewer lease of ttl (0 or less: DefaultViewerTTL) on
+	// the session; RenewViewer extends one (ErrNotFound when gone or
+	// expired); RemoveViewer ends one (ErrNotFound when gone or expired,
+	// as for RenewViewer: nothing live was removed).
 	AddViewer(ctx context.Context, session string, ttl time.Duration, now time.Time) (Viewer, error)
 	RenewViewer(ctx context.Context, session, viewerID string, ttl time.Duration, now time.Time) (Viewer, error)
 	RemoveViewer(ctx context.Context, session, viewerID string) error
@@ -131,14 +137,16 @@ type Store interface {
 	// order, at most limit (0: all).
 	ListMessages(ctx context.Context, transcript string, afterSeq uint64, limit int) ([]Message, error)
 
-	// CloseSession ends the session's current transcript with reason, only
-	// when the session is idle (no queued, running or unknown admission),
-	// atomically; ErrBusy otherwise, ErrClosed when already closed.
+	// CloseSession ends the session's current transcript with reason (one
+	// of CloseReasons, else ErrInvalid), only when the session is idle (no
+	// queued, running or unknown admission), atomically; ErrBusy otherwise,
+	// ErrClosed when already closed.
 	CloseSession(ctx context.Context, session, reason string, now time.Time) (Transcript, error)
 
 	// Compress ends the session's current transcript with reason
 	// "compression" and makes child (a new transcript whose parent it is)
-	// current. ErrConflict when child exists.
+	// current. ErrConflict when child exists; ErrClosed when the current
+	// transcript has already ended (its end is never overwritten).
 	Compress(ctx context.Context, session, child string, now time.Time) (Transcript, error)
 
 	// Switch points the session at transcript t: one of its own, or a new
@@ -162,6 +170,12 @@ type Store interface {
 	// Close releases the store's resources.
 	Close() error
 }
+
+// Default lease lengths, for a LeaseRequest.TTL or a viewer ttl of 0.
+const (
+	DefaultLeaseTTL  = 30 * time.Second
+	DefaultViewerTTL = 60 * time.Second
+)
 
 // Resolution is how an unknown admission is resolved.
 type Resolution string
@@ -284,7 +298,7 @@ type Record struct {
 type SessionRecord struct {
 	ID                string    `json:"id"`
 	Owner             string    `json:"owner"`
-	Grants            []string  `json:"grants"`
+	Grants            []string  `json:"grants"` // never nil in an export: [] for none
 	CurrentTranscript string    `json:"current_transcript"`
 	Epoch             uint64    `json:"epoch"`
 	Generation        uint64    `json:"generation"`

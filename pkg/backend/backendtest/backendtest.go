@@ -57,6 +57,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, lineageTests...)
 	all = append(all, exportTests...)
 	all = append(all, concurrencyTests...)
+	all = append(all, edgeTests...)
 	for _, tc := range all {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

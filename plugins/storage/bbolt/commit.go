@@ -47,6 +47,18 @@ func (s *Store) update(ctx context.Context, fn func(*txn) error) error {
 	return s.group.run(ctx, &writeOp{fn: fn, done: make(chan struct{})})
 }
 
+// updateSession runs fn on a session's bucket and record in a write
+// transaction (grouped as update); ErrNotFound when the session is absent.
+func (s *Store) updateSession(ctx context.Context, id string, fn func(t *txn, sb *bolt.Bucket, rec *sessionRec) error) error {
+	return s.update(ctx, func(t *txn) error {
+		sb, rec, err := t.session(id)
+		if err != nil {
+			return err
+		}
+		return fn(t, sb, rec)
+	})
+}
+
 // updateAtomic runs fn alone in a write transaction that any error of fn
 // rolls back.
 func (s *Store) updateAtomic(ctx context.Context, fn func(*txn) error) error {

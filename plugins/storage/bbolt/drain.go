@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultLeaseTTL is the drain lease TTL when a request gives none.
-const DefaultLeaseTTL = 30 * time.Second
+const DefaultLeaseTTL = backend.DefaultLeaseTTL
 
 // GetAdmission returns one admission.
 func (s *Store) GetAdmission(ctx context.Context, id string) (backend.Admission, error) {
@@ -112,22 +112,14 @@ func (s *Store) FindIdentity(ctx context.Context, session, identity string) (bac
 // an older epoch become unknown in the same transaction.
 func (s *Store) AcquireLease(ctx context.Context, req backend.LeaseRequest) (backend.Lease, error) {
 	now := nowOr(req.Now)
-	ttl := req.TTL
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
 	var out backend.Lease
-	err := s.update(ctx, func(t *txn) error {
-		sb, rec, err := t.session(req.Session)
-		if err != nil {
-			return err
-		}
+	err := s.updateSession(ctx, req.Session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
 		if rec.LeaseHolder != "" && rec.LeaseHolder != req.Holder && now.Before(rec.LeaseExpiresAt) {
 			return fmt.Errorf("bbolt: acquire lease of session %s: held by %s until %s: %w",
 				req.Session, rec.LeaseHolder, rec.LeaseExpiresAt.Format(time.RFC3339), backend.ErrLeaseHeld)
 		}
 		rec.Epoch++
-		rec.LeaseHolder, rec.LeaseExpiresAt = req.Holder, now.Add(ttl)
+		rec.LeaseHolder, rec.LeaseExpiresAt = req.Holder, now.Add(ttlOr(req.TTL, backend.DefaultLeaseTTL))
 		out = backend.Lease{Session: req.Session, Holder: req.Holder, Epoch: rec.Epoch, ExpiresAt: rec.LeaseExpiresAt}
 		var running []uint64
 		_ = sb.Bucket(subActive).ForEach(func(k, _ []byte) error {
@@ -158,21 +150,13 @@ func (s *Store) AcquireLease(ctx context.Context, req backend.LeaseRequest) (bac
 // RenewLease extends the lease held by (holder, epoch).
 func (s *Store) RenewLease(ctx context.Context, req backend.LeaseRequest) (backend.Lease, error) {
 	now := nowOr(req.Now)
-	ttl := req.TTL
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
 	var out backend.Lease
-	err := s.update(ctx, func(t *txn) error {
-		sb, rec, err := t.session(req.Session)
-		if err != nil {
-			return err
-		}
+	err := s.updateSession(ctx, req.Session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
 		if rec.Epoch != req.Epoch || rec.LeaseHolder != req.Holder {
 			return fmt.Errorf("bbolt: renew lease of session %s: epoch %d of %q, current %d of %q: %w",
 				req.Session, req.Epoch, req.Holder, rec.Epoch, rec.LeaseHolder, backend.ErrFenced)
 		}
-		rec.LeaseExpiresAt = now.Add(ttl)
+		rec.LeaseExpiresAt = now.Add(ttlOr(req.TTL, backend.DefaultLeaseTTL))
 		out = backend.Lease{Session: req.Session, Holder: req.Holder, Epoch: rec.Epoch, ExpiresAt: rec.LeaseExpiresAt}
 		return t.putSession(sb, rec)
 	})
@@ -181,11 +165,7 @@ func (s *Store) RenewLease(ctx context.Context, req backend.LeaseRequest) (backe
 
 // ReleaseLease gives up the lease of (holder, epoch), if still held.
 func (s *Store) ReleaseLease(ctx context.Context, req backend.LeaseRequest) error {
-	return s.update(ctx, func(t *txn) error {
-		sb, rec, err := t.session(req.Session)
-		if err != nil {
-			return err
-		}
+	return s.updateSession(ctx, req.Session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
 		if rec.Epoch != req.Epoch || rec.LeaseHolder != req.Holder {
 			return nil
 		}
@@ -227,11 +207,7 @@ func (t *txn) checkHead(op string, sb *bolt.Bucket, rec *sessionRec, id string, 
 func (s *Store) Claim(ctx context.Context, req backend.ClaimRequest) (backend.Admission, error) {
 	now := nowOr(req.Now)
 	var out backend.Admission
-	err := s.update(ctx, func(t *txn) error {
-		sb, rec, err := t.session(req.Session)
-		if err != nil {
-			return err
-		}
+	err := s.updateSession(ctx, req.Session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
 		a, err := t.checkHead("claim", sb, rec, req.AdmissionID, req.Epoch)
 		if err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -16,19 +18,10 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 	var recs []backend.Record
 	err := s.view(ctx, func(t *txn) error {
 		recs = nil
-		c := t.tx.Bucket(bucketSessions).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if v != nil {
-				continue
-			}
-			sb, rec, err := t.session(string(k))
-			if err != nil {
-				return err
-			}
-			recs = append(recs, backend.Record{Session: &backend.SessionRecord{
-				ID: rec.ID, Owner: rec.Owner, Grants: slices.Clone(rec.Grants), CurrentTranscript: rec.CurrentTranscript,
-				Epoch: rec.Epoch, Generation: rec.Generation, NextSeq: rec.NextSeq, CreatedAt: utc(rec.CreatedAt),
-			}})
+		return t.eachSession(func(sb *bolt.Bucket, rec *sessionRec) error {
+			sr := rec.SessionRecord
+			sr.Grants, sr.CreatedAt = append([]string{}, sr.Grants...), utc(sr.CreatedAt)
+			recs = append(recs, backend.Record{Session: &sr})
 			var tids []string
 			_ = sb.Bucket(subTranscripts).ForEach(func(k, _ []byte) error {
 				tids = append(tids, string(k))
@@ -64,8 +57,8 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 			}); err != nil {
 				return err
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		return err
@@ -122,10 +115,9 @@ func (t *txn) importSession(r *backend.SessionRecord) error {
 		}
 		return nil
 	}
-	_, err := t.createSession(&sessionRec{
-		ID: r.ID, Owner: r.Owner, Grants: slices.Clone(r.Grants), CurrentTranscript: r.CurrentTranscript,
-		Epoch: r.Epoch, Generation: r.Generation, NextSeq: r.NextSeq, CreatedAt: utc(r.CreatedAt),
-	})
+	sr := *r
+	sr.Grants, sr.CreatedAt = slices.Clone(r.Grants), utc(r.CreatedAt)
+	_, err := t.createSession(&sessionRec{SessionRecord: sr})
 	return err
 }
 

@@ -21,6 +21,9 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 	if err := backend.ValidateID("session", req.ID); err != nil {
 		return out, false, err
 	}
+	if err := backend.ValidateToken("owner", req.Owner); err != nil {
+		return out, false, err
+	}
 	err := s.update(ctx, func(t *txn) error {
 		created = false
 		if sb, rec, err := t.session(req.ID); err == nil {
@@ -47,7 +50,7 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 // newSession writes a session owned by owner with its first transcript.
 // The caller has checked that neither exists.
 func (t *txn) newSession(id, owner string, now time.Time) (*sessionRec, error) {
-	rec := &sessionRec{ID: id, Owner: owner, CurrentTranscript: id, NextSeq: 1, CreatedAt: now}
+	rec := &sessionRec{SessionRecord: backend.SessionRecord{ID: id, Owner: owner, CurrentTranscript: id, NextSeq: 1, CreatedAt: now}}
 	sb, err := t.createSession(rec)
 	if err != nil {
 		return nil, err
@@ -74,33 +77,21 @@ func (s *Store) ListSessions(ctx context.Context) ([]backend.Session, error) {
 	var out []backend.Session
 	err := s.view(ctx, func(t *txn) error {
 		out = nil
-		c := t.tx.Bucket(bucketSessions).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if v != nil {
-				continue
-			}
-			sb, rec, err := t.session(string(k))
-			if err != nil {
-				return err
-			}
+		return t.eachSession(func(sb *bolt.Bucket, rec *sessionRec) error {
 			sv, err := t.sessionView(sb, rec)
-			if err != nil {
-				return err
-			}
 			out = append(out, sv)
-		}
-		return nil
+			return err
+		})
 	})
 	return out, err
 }
 
 // Grant lets principal admit to the session.
 func (s *Store) Grant(ctx context.Context, session, principal string) error {
-	return s.update(ctx, func(t *txn) error {
-		sb, rec, err := t.session(session)
-		if err != nil {
-			return err
-		}
+	if err := backend.ValidateToken("principal", principal); err != nil {
+		return err
+	}
+	return s.updateSession(ctx, session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
 		if rec.allowed(principal) {
 			return nil
 		}
@@ -115,19 +106,12 @@ func newViewerID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// AddViewer adds a viewer lease; a ttl of 0 means 60 s.
+// AddViewer adds a viewer lease; a ttl of 0 means backend.DefaultViewerTTL.
 func (s *Store) AddViewer(ctx context.Context, session string, ttl time.Duration, now time.Time) (backend.Viewer, error) {
-	if ttl <= 0 {
-		ttl = 60 * time.Second
-	}
 	now = nowOr(now)
 	id := newViewerID()
-	v := backend.Viewer{ID: id, Session: session, ExpiresAt: now.Add(ttl)}
-	err := s.update(ctx, func(t *txn) error {
-		sb, _, err := t.session(session)
-		if err != nil {
-			return err
-		}
+	v := backend.Viewer{ID: id, Session: session, ExpiresAt: now.Add(ttlOr(ttl, backend.DefaultViewerTTL))}
+	err := s.updateSession(ctx, session, func(t *txn, sb *bolt.Bucket, _ *sessionRec) error {
 		t.pruneViewers(sb, now)
 		t.touch(session)
 		return sb.Bucket(subViewers).Put([]byte(id), u64(uint64(v.ExpiresAt.UnixNano())))
@@ -155,18 +139,10 @@ func (t *txn) pruneViewers(sb *bolt.Bucket, now time.Time) {
 
 // RenewViewer extends a live viewer.
 func (s *Store) RenewViewer(ctx context.Context, session, viewerID string, ttl time.Duration, now time.Time) (backend.Viewer, error) {
-	if ttl <= 0 {
-		ttl = 60 * time.Second
-	}
 	now = nowOr(now)
-	v := backend.Viewer{ID: viewerID, Session: session, ExpiresAt: now.Add(ttl)}
-	err := s.update(ctx, func(t *txn) error {
-		sb, _, err := t.session(session)
-		if err != nil {
-			return err
-		}
-		old := sb.Bucket(subViewers).Get([]byte(viewerID))
-		if old == nil || int64(fromU64(old)) <= now.UnixNano() {
+	v := backend.Viewer{ID: viewerID, Session: session, ExpiresAt: now.Add(ttlOr(ttl, backend.DefaultViewerTTL))}
+	err := s.updateSession(ctx, session, func(t *txn, sb *bolt.Bucket, _ *sessionRec) error {
+		if !liveViewer(sb, viewerID, now) {
 			return backend.Errorf(backend.ErrNotFound, "bbolt: renew viewer %s of session %s", viewerID, session)
 		}
 		t.touch(session)
@@ -178,14 +154,19 @@ func (s *Store) RenewViewer(ctx context.Context, session, viewerID string, ttl t
 	return v, nil
 }
 
-// RemoveViewer ends a viewer; ErrNotFound when it is not there.
+// liveViewer reports whether the viewer is there and unexpired at now.
+func liveViewer(sb *bolt.Bucket, viewerID string, now time.Time) bool {
+	exp := sb.Bucket(subViewers).Get([]byte(viewerID))
+	return exp != nil && int64(fromU64(exp)) > now.UnixNano()
+}
+
+// RemoveViewer ends a viewer; ErrNotFound when it is not there or has
+// expired (an expired one is left for the next AddViewer to prune, so a
+// refusal writes nothing).
 func (s *Store) RemoveViewer(ctx context.Context, session, viewerID string) error {
-	return s.update(ctx, func(t *txn) error {
-		sb, _, err := t.session(session)
-		if err != nil {
-			return err
-		}
-		if sb.Bucket(subViewers).Get([]byte(viewerID)) == nil {
+	now := time.Now()
+	return s.updateSession(ctx, session, func(t *txn, sb *bolt.Bucket, _ *sessionRec) error {
+		if !liveViewer(sb, viewerID, now) {
 			return backend.Errorf(backend.ErrNotFound, "bbolt: remove viewer %s of session %s", viewerID, session)
 		}
 		t.touch(session)
@@ -242,11 +223,7 @@ func (s *Store) CloseSession(ctx context.Context, session, reason string, now ti
 	}
 	now = nowOr(now)
 	var out backend.Transcript
-	err := s.update(ctx, func(t *txn) error {
-		_, rec, err := t.session(session)
-		if err != nil {
-			return err
-		}
+	err := s.updateSession(ctx, session, func(t *txn, _ *bolt.Bucket, rec *sessionRec) error {
 		tr, err := t.transcript(rec.CurrentTranscript)
 		if err != nil {
 			return err
@@ -275,11 +252,7 @@ func (s *Store) Compress(ctx context.Context, session, child string, now time.Ti
 	}
 	now = nowOr(now)
 	var out backend.Transcript
-	err := s.update(ctx, func(t *txn) error {
-		sb, rec, err := t.session(session)
-		if err != nil {
-			return err
-		}
+	err := s.updateSession(ctx, session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
 		if t.transcriptExists(child) {
 			return backend.Errorf(backend.ErrConflict, "bbolt: compress session %s: transcript %s exists", session, child)
 		}
@@ -313,11 +286,7 @@ func (s *Store) Switch(ctx context.Context, session, tid string, now time.Time) 
 	}
 	now = nowOr(now)
 	var out backend.Transcript
-	err := s.update(ctx, func(t *txn) error {
-		sb, rec, err := t.session(session)
-		if err != nil {
-			return err
-		}
+	err := s.updateSession(ctx, session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
 		tr, err := t.transcript(tid)
 		switch {
 		case err == nil && tr.Session != session:

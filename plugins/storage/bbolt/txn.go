@@ -21,22 +21,16 @@ type txn struct {
 	touched map[string]struct{}
 }
 
-// sessionRec is the stored form of a session: its durable fields, the
-// lease, and counters kept in step with the status indexes.
+// sessionRec is the stored form of a session: its durable fields (the
+// export's SessionRecord, whose JSON fields are inlined), the lease, and
+// counters kept in step with the status indexes.
 type sessionRec struct {
-	ID                string    `json:"id"`
-	Owner             string    `json:"owner"`
-	Grants            []string  `json:"grants"`
-	CurrentTranscript string    `json:"current_transcript"`
-	Epoch             uint64    `json:"epoch"`
-	Generation        uint64    `json:"generation"`
-	NextSeq           uint64    `json:"next_seq"`
-	CreatedAt         time.Time `json:"created_at"`
-	LeaseHolder       string    `json:"lease_holder,omitempty"`
-	LeaseExpiresAt    time.Time `json:"lease_expires_at"`
-	Queued            int       `json:"queued"`
-	Running           int       `json:"running"`
-	Unknown           int       `json:"unknown"`
+	backend.SessionRecord
+	LeaseHolder    string    `json:"lease_holder,omitempty"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	Queued         int       `json:"queued"`
+	Running        int       `json:"running"`
+	Unknown        int       `json:"unknown"`
 }
 
 // admRec is the stored form of an admission. The payload is kept as a
@@ -101,6 +95,14 @@ func utc(t time.Time) time.Time {
 	return t.UTC().Round(0)
 }
 
+// ttlOr is ttl, or def when ttl is not positive (a request without a ttl).
+func ttlOr(ttl, def time.Duration) time.Duration {
+	if ttl <= 0 {
+		return def
+	}
+	return ttl
+}
+
 func nowOr(t time.Time) time.Time {
 	if t.IsZero() {
 		return time.Now().UTC().Round(0)
@@ -160,6 +162,24 @@ func (t *txn) logChanges() error {
 			if err := c.Delete(); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// eachSession calls fn with every session, in id order.
+func (t *txn) eachSession(fn func(sb *bolt.Bucket, rec *sessionRec) error) error {
+	c := t.tx.Bucket(bucketSessions).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v != nil {
+			continue
+		}
+		sb, rec, err := t.session(string(k))
+		if err != nil {
+			return err
+		}
+		if err := fn(sb, rec); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -17,7 +17,7 @@ import (
 func (s *Store) AcquireLease(ctx context.Context, req backend.LeaseRequest) (backend.Lease, error) {
 	sid := req.Session
 	now := nowOr(req.Now)
-	exp := now.Add(req.TTL)
+	exp := now.Add(ttlOr(req.TTL, backend.DefaultLeaseTTL))
 	r, err := s.eval(ctx, scriptAcquireLease, []string{
 		s.k.session(sid), s.k.admissions(sid), s.k.running(sid), s.k.unknown(sid),
 	}, s.k.changes(), sid, req.Holder, nsOf(exp), nsOf(now))
@@ -39,7 +39,7 @@ func (s *Store) AcquireLease(ctx context.Context, req backend.LeaseRequest) (bac
 // RenewLease extends the lease of (holder, epoch).
 func (s *Store) RenewLease(ctx context.Context, req backend.LeaseRequest) (backend.Lease, error) {
 	sid := req.Session
-	exp := nowOr(req.Now).Add(req.TTL)
+	exp := nowOr(req.Now).Add(ttlOr(req.TTL, backend.DefaultLeaseTTL))
 	r, err := s.eval(ctx, scriptRenewLease, []string{s.k.session(sid)},
 		s.k.changes(), sid, req.Holder, req.Epoch, nsOf(exp))
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *Store) RenewViewer(ctx context.Context, session, viewerID string, ttl t
 
 func (s *Store) viewer(ctx context.Context, session, id string, ttl time.Duration, now time.Time, renew bool) (backend.Viewer, error) {
 	now = nowOr(now)
-	exp := now.Add(ttl)
+	exp := now.Add(ttlOr(ttl, backend.DefaultViewerTTL))
 	renewFlag := "0"
 	op := "add viewer to"
 	if renew {
@@ -99,12 +99,15 @@ func (s *Store) viewer(ctx context.Context, session, id string, ttl time.Duratio
 	return backend.Viewer{ID: id, Session: session, ExpiresAt: exp.UTC()}, nil
 }
 
-// RemoveViewer ends a viewer lease.
+// RemoveViewer ends a viewer lease; ErrNotFound when it is gone or expired.
 func (s *Store) RemoveViewer(ctx context.Context, session, viewerID string) error {
 	r, err := s.eval(ctx, scriptRemoveViewer, []string{s.k.session(session), s.k.viewers(session), s.k.viewerExpiry(session)},
-		s.k.changes(), session, viewerID)
+		s.k.changes(), session, viewerID, nsOf(time.Now()))
 	if err != nil {
 		return s.wrap("remove viewer of "+session, err)
+	}
+	if status(r) == "no_viewer" {
+		return backend.Errorf(backend.ErrNotFound, "redis: remove viewer %s of session %s", viewerID, session)
 	}
 	return s.scriptErr(r, "remove viewer of", "session "+session)
 }

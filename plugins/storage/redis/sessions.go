@@ -19,6 +19,14 @@ func nowOr(t time.Time) time.Time {
 	return t
 }
 
+// ttlOr is ttl, or def when ttl is not positive (a request without a ttl).
+func ttlOr(ttl, def time.Duration) time.Duration {
+	if ttl <= 0 {
+		return def
+	}
+	return ttl
+}
+
 // orphanAge is how old a transcript id claim must be before another session
 // may take it over when the claiming session never created the transcript
 // (its script refused, or its process died between the claim and the

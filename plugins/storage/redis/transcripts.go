@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -85,8 +86,8 @@ func (s *Store) transcriptReply(r []any, err error, op, session string) (backend
 
 // CloseSession ends the session's current transcript when it is idle.
 func (s *Store) CloseSession(ctx context.Context, session, reason string, now time.Time) (backend.Transcript, error) {
-	if reason == "" {
-		return backend.Transcript{}, backend.Errorf(backend.ErrInvalid, "redis: close session %s: no reason", session)
+	if !slices.Contains(backend.CloseReasons, reason) {
+		return backend.Transcript{}, backend.Errorf(backend.ErrInvalid, "redis: close session %s: reason %q is not one of %v", session, reason, backend.CloseReasons)
 	}
 	r, err := s.eval(ctx, scriptCloseSession, []string{s.k.session(session), s.k.queued(session),
 		s.k.running(session), s.k.unknown(session), s.k.transcripts(session)},

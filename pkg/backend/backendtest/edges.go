@@ -1,0 +1,164 @@
+package backendtest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// edgeTests pin down what the stores once answered differently where the
+// contract's words decide (store.go, errors.go): every store answers alike.
+var edgeTests = []suiteTest{
+	{name: "Edges/InvalidOwnerAndPrincipal", fn: testInvalidOwnerAndPrincipal},
+	{name: "Edges/CloseReasonInvalid", fn: testCloseReasonInvalid},
+	{name: "Edges/CompressClosed", fn: testCompressClosed},
+	{name: "Edges/RemoveViewerUnknown", fn: testRemoveViewerUnknown},
+	{name: "Edges/DefaultTTLs", fn: testDefaultTTLs},
+	{name: "Edges/ConflictNamesRequestAndAdmission", fn: testConflictMessage},
+	{name: "Edges/ExportGrantsNeverNull", fn: testExportGrantsNeverNull},
+}
+
+// An empty owner or principal is malformed (ValidateToken), never stored.
+func testInvalidOwnerAndPrincipal(t *testing.T, s backend.Store) {
+	_, _, err := s.OpenSession(ctxOf(t), backend.OpenSessionRequest{ID: "s1", Owner: "", Now: T0})
+	wantErr(t, "open a session without owner", err, backend.ErrInvalid)
+	_, err = s.GetSession(ctxOf(t), "s1")
+	wantErr(t, "session after a refused open", err, backend.ErrNotFound)
+	_, _, err = s.OpenSession(ctxOf(t), backend.OpenSessionRequest{ID: "bad id", Owner: Owner, Now: T0})
+	wantErr(t, "open a session with a bad id", err, backend.ErrInvalid)
+	openSession(t, s, "s1")
+	wantErr(t, "grant to an empty principal", s.Grant(ctxOf(t), "s1", ""), backend.ErrInvalid)
+	wantErr(t, "grant to a principal with NUL", s.Grant(ctxOf(t), "s1", "a\x00b"), backend.ErrInvalid)
+	if g := getSession(t, s, "s1").Grants; len(g) != 0 {
+		t.Errorf("refused grants left %q", g)
+	}
+}
+
+// A close reason outside CloseReasons is refused, and nothing ends.
+func testCloseReasonInvalid(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	for _, reason := range []string{"", "bogus", backend.ReasonCompression} {
+		_, err := s.CloseSession(ctxOf(t), "s1", reason, T0)
+		wantErr(t, "close with reason "+reason, err, backend.ErrInvalid)
+	}
+	if tr := getTranscript(t, s, "s1"); tr.Ended() {
+		t.Errorf("a refused close ended the transcript: %+v", tr)
+	}
+}
+
+// Compressing a session whose current transcript has ended is ErrClosed:
+// the end (reason, time) is never overwritten and no child is made.
+func testCompressClosed(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	closed, err := s.CloseSession(ctxOf(t), "s1", "cli_close", at(time.Minute))
+	noErr(t, "close", err)
+	_, err = s.Compress(ctxOf(t), "s1", "s1.2", at(2*time.Minute))
+	wantErr(t, "compress a closed session", err, backend.ErrClosed)
+	diff(t, "closed transcript after a refused compress", closed, getTranscript(t, s, "s1"))
+	if _, err := s.GetTranscript(ctxOf(t), "s1.2"); err == nil {
+		t.Errorf("a refused compress created its child")
+	}
+	if cur := getSession(t, s, "s1").CurrentTranscript; cur != "s1" {
+		t.Errorf("a refused compress moved the session to %q", cur)
+	}
+	// The child id stays free for a compress that is allowed.
+	_, err = s.Switch(ctxOf(t), "s1", "s1.b", at(3*time.Minute))
+	noErr(t, "switch to a new transcript", err)
+	_, err = s.Compress(ctxOf(t), "s1", "s1.2", at(4*time.Minute))
+	noErr(t, "compress with the child a refused compress named", err)
+}
+
+// Removing a viewer that is not there (never was, already removed, or
+// expired) is ErrNotFound, as renewing one is; the session must exist.
+func testRemoveViewerUnknown(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	err := s.RemoveViewer(ctxOf(t), "s1", "no-such-viewer")
+	wantErr(t, "remove an unknown viewer", err, backend.ErrNotFound)
+	v, err := s.AddViewer(ctxOf(t), "s1", time.Hour, time.Now())
+	noErr(t, "add viewer", err)
+	noErr(t, "remove viewer", s.RemoveViewer(ctxOf(t), "s1", v.ID))
+	wantErr(t, "remove a viewer twice", s.RemoveViewer(ctxOf(t), "s1", v.ID), backend.ErrNotFound)
+	gone, err := s.AddViewer(ctxOf(t), "s1", time.Second, time.Now().Add(-time.Hour))
+	noErr(t, "add a viewer already expired", err)
+	wantErr(t, "remove an expired viewer", s.RemoveViewer(ctxOf(t), "s1", gone.ID), backend.ErrNotFound)
+	wantErr(t, "remove a viewer of an unknown session", s.RemoveViewer(ctxOf(t), "ghost", v.ID), backend.ErrNotFound)
+}
+
+// A lease or viewer ttl of 0 means the defaults of pkg/backend, never an
+// already expired lease.
+func testDefaultTTLs(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	l, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Now: T0})
+	noErr(t, "acquire with ttl 0", err)
+	if !l.ExpiresAt.Equal(at(backend.DefaultLeaseTTL)) {
+		t.Errorf("lease of ttl 0 expires %v, want %v", l.ExpiresAt, at(backend.DefaultLeaseTTL))
+	}
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: time.Second, Now: at(time.Second)})
+	wantErr(t, "acquire a lease taken with ttl 0", err, backend.ErrLeaseHeld)
+	r, err := s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch, Now: at(time.Minute)})
+	noErr(t, "renew with ttl 0", err)
+	if !r.ExpiresAt.Equal(at(time.Minute + backend.DefaultLeaseTTL)) {
+		t.Errorf("lease renewed with ttl 0 expires %v, want %v", r.ExpiresAt, at(time.Minute+backend.DefaultLeaseTTL))
+	}
+	if got := getSession(t, s, "s1").LeaseExpiresAt; !got.Equal(r.ExpiresAt) {
+		t.Errorf("session lease expiry %v, want %v", got, r.ExpiresAt)
+	}
+
+	now := time.Now().Truncate(time.Second)
+	v, err := s.AddViewer(ctxOf(t), "s1", 0, now)
+	noErr(t, "add viewer with ttl 0", err)
+	if !v.ExpiresAt.Equal(now.Add(backend.DefaultViewerTTL)) {
+		t.Errorf("viewer of ttl 0 expires %v, want %v", v.ExpiresAt, now.Add(backend.DefaultViewerTTL))
+	}
+	if n := getSession(t, s, "s1").Viewers; n != 1 {
+		t.Errorf("a viewer of ttl 0 counts as %d live viewers, want 1", n)
+	}
+	rv, err := s.RenewViewer(ctxOf(t), "s1", v.ID, 0, now)
+	noErr(t, "renew viewer with ttl 0", err)
+	if !rv.ExpiresAt.Equal(now.Add(backend.DefaultViewerTTL)) {
+		t.Errorf("viewer renewed with ttl 0 expires %v, want %v", rv.ExpiresAt, now.Add(backend.DefaultViewerTTL))
+	}
+}
+
+// A request id conflict names the request id and the admission holding it,
+// so an operator can find it (`hermesq show ADM`).
+func testConflictMessage(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	req := backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, RequestID: "req-7", Payload: Payload("once")}
+	first := admit1(t, s, req)
+	noErr(t, "admit", first.Err)
+	req.Payload = Payload("other")
+	res := admit1(t, s, req)
+	wantErr(t, "same request id, other payload", res.Err, backend.ErrConflict)
+	for _, want := range []string{"req-7", first.Admission.ID, "s1"} {
+		if !strings.Contains(res.Err.Error(), want) {
+			t.Errorf("conflict %q does not name %q", res.Err, want)
+		}
+	}
+}
+
+// An exported session lists its grants as a JSON array, [] for none, as an
+// admission's identities: one form whatever the store.
+func testExportGrantsNeverNull(t *testing.T, s backend.Store) {
+	openSession(t, s, "a")
+	openSession(t, s, "b")
+	noErr(t, "grant", s.Grant(ctxOf(t), "b", Other))
+	want := map[string]string{"a": `"grants":[]`, "b": `"grants":["` + Other + `"]`}
+	for _, r := range export(t, s) {
+		if r.Session == nil {
+			continue
+		}
+		b, err := json.Marshal(r)
+		noErr(t, "marshal session record", err)
+		if !strings.Contains(string(b), want[r.Session.ID]) {
+			t.Errorf("exported session %s: %s, want %s", r.Session.ID, b, want[r.Session.ID])
+		}
+		delete(want, r.Session.ID)
+	}
+	if len(want) != 0 {
+		t.Errorf("sessions not exported: %v", want)
+	}
+}

@@ -1,0 +1,39 @@
+package bbolt
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// TestSessionRecEncoding: a stored session keeps its durable fields (the
+// inlined SessionRecord) and the lease and counters side by side, under the
+// keys files already hold. A MarshalJSON on backend.SessionRecord would be
+// promoted and drop the lease and counters: this test fails then.
+func TestSessionRecEncoding(t *testing.T) {
+	at := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	rec := sessionRec{
+		SessionRecord: backend.SessionRecord{ID: "s1", Owner: "alice", Grants: []string{"bob"}, CurrentTranscript: "s1.2",
+			Epoch: 3, Generation: 4, NextSeq: 5, CreatedAt: at},
+		LeaseHolder: "d1", LeaseExpiresAt: at, Queued: 1, Running: 2, Unknown: 3,
+	}
+	b, err := encode(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"s1","owner":"alice","grants":["bob"],"current_transcript":"s1.2","epoch":3,"generation":4,` +
+		`"next_seq":5,"created_at":"2031-01-02T03:04:05Z","lease_holder":"d1","lease_expires_at":"2031-01-02T03:04:05Z",` +
+		`"queued":1,"running":2,"unknown":3}`
+	if string(b) != want {
+		t.Fatalf("stored session\n got %s\nwant %s", b, want)
+	}
+	var back sessionRec
+	if err := decode("session", []byte(want), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Owner != "alice" || back.LeaseHolder != "d1" || back.Unknown != 3 || strings.Join(back.Grants, ",") != "bob" {
+		t.Fatalf("decoded %+v", back)
+	}
+}
