@@ -190,13 +190,30 @@ func TestTLS(t *testing.T) {
 	if _, err := s.GetSession(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	// Without the CA the server's certificate is not trusted.
+	// Without the CA, or under another name, the server's certificate is
+	// not trusted: a setting to fix (ErrInternal, exit 1, saying which
+	// parameters fix it), never "unavailable, retry later" (exit 75).
 	u, _ := url.Parse(srv.FreshURL())
 	q := u.Query()
 	q.Del("ca")
 	u.RawQuery = q.Encode()
-	if _, err := open(t, u.String(), backend.Options{Timeout: 2 * time.Second}); err == nil {
-		t.Fatal("TLS without the test CA succeeded")
+	wrongName, _ := url.Parse(srv.FreshURL())
+	wq := wrongName.Query()
+	wq.Set("server_name", "not-this-server.example")
+	wrongName.RawQuery = wq.Encode()
+	for what, bad := range map[string]string{"without the CA": u.String(), "under another name": wrongName.String()} {
+		_, err := open(t, bad, backend.Options{Timeout: 2 * time.Second})
+		if err == nil {
+			t.Fatalf("TLS %s succeeded", what)
+		}
+		if !errors.Is(err, backend.ErrInternal) || errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("TLS %s: %v (code %s), want ErrInternal", what, err, backend.CodeOf(err))
+		}
+		for _, want := range []string{"certificate is not trusted", "?ca=FILE", "?server_name=NAME"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("TLS %s: %q does not say %q", what, err, want)
+			}
+		}
 	}
 	// Plain text to the TLS port fails too.
 	u.Scheme = "redis"

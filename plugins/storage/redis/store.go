@@ -273,6 +273,15 @@ func (s *Store) wrap(op string, err error) error {
 	if backend.CodeOf(err) != backend.CodeInternal || errors.Is(err, backend.ErrInternal) {
 		return err // already one of ours
 	}
+	// A certificate the client does not accept is a setting to fix, not a
+	// transient failure: retrying later (exit 75) would only repeat it.
+	// Checked first, whatever network error wraps it.
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &cv) {
+		return fmt.Errorf("redis: %s on %s: the server's TLS certificate is not trusted (%v): "+
+			"give the CA that signed it with ?ca=FILE, or the name it was issued for with ?server_name=NAME: %w",
+			op, s.desc, cv.Err, backend.ErrInternal)
+	}
 	msg := err.Error()
 	switch {
 	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOPERM"),
@@ -283,10 +292,6 @@ func (s *Store) wrap(op string, err error) error {
 		return fmt.Errorf("redis: %s on %s: %v: %w", op, s.desc, err, backend.ErrUnavailable)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("redis: %s: %w: %w", op, err, backend.ErrUnavailable)
-	}
-	var cv *tls.CertificateVerificationError
-	if errors.As(err, &cv) {
-		return fmt.Errorf("redis: %s on %s: tls: %v: %w", op, s.desc, err, backend.ErrInternal)
 	}
 	return fmt.Errorf("redis: %s on %s: %v: %w", op, s.desc, err, backend.ErrInternal)
 }
