@@ -12,21 +12,18 @@ import (
 
 // Commands that act on one admission by id: show, find, resolve, cancel.
 
-// admissionRun runs fn with the printer and the store.
-func admissionRun(f *Factory, fn func(p *printer, st backend.Store) error) error {
-	p, err := f.printer()
-	if err != nil {
-		return err
-	}
-	st, err := f.Store()
-	if err != nil {
-		return err
-	}
-	return fn(p, st)
-}
-
-func checkAdmissionID(id string) error {
-	return backend.ValidateToken("admission id", id)
+// admissionRun is storeRun for a command on one admission: the admission
+// id is checked, then check (may be nil), before the store is opened.
+func admissionRun(f *Factory, id string, check func() error, run func(p *printer, st backend.Store) error) error {
+	return storeRun(f, func() error {
+		if err := backend.ValidateToken("admission id", id); err != nil {
+			return err
+		}
+		if check != nil {
+			return check()
+		}
+		return nil
+	}, func(p *printer, st backend.Store, _ *Config) error { return run(p, st) })
 }
 
 func printAdmission(p *printer, a backend.Admission) error {
@@ -40,10 +37,7 @@ func newShowCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admissionRun(f, func(p *printer, st backend.Store) error {
-				if err := checkAdmissionID(args[0]); err != nil {
-					return err
-				}
+			return admissionRun(f, args[0], nil, func(p *printer, st backend.Store) error {
 				a, err := st.GetAdmission(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -62,15 +56,16 @@ func newFindCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admissionRun(f, func(p *printer, st backend.Store) error {
+			check := func() error {
 				if err := backend.ValidateToken("identity", args[0]); err != nil {
 					return err
 				}
 				if session != "" {
-					if err := backend.ValidateID("session", session); err != nil {
-						return err
-					}
+					return backend.ValidateID("session", session)
 				}
+				return nil
+			}
+			return storeRun(f, check, func(p *printer, st backend.Store, _ *Config) error {
 				a, err := st.FindIdentity(cmd.Context(), session, args[0])
 				if err != nil {
 					return err
@@ -94,7 +89,14 @@ puts it back in the queue at its seq. Exit 4 when it is not unknown.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admissionRun(f, func(p *printer, st backend.Store) error {
+			check := func() error {
+				switch backend.Resolution(as) {
+				case backend.ResolveCompleted, backend.ResolveInterrupted, backend.ResolveRequeue:
+					return nil
+				}
+				return backend.Errorf(backend.ErrInvalid, "resolve --as %q: want interrupted, completed or requeue", as)
+			}
+			return admissionRun(f, args[0], check, func(p *printer, st backend.Store) error {
 				return resolve(cmd.Context(), f, p, st, args[0], as)
 			})
 		},
@@ -105,17 +107,9 @@ puts it back in the queue at its seq. Exit 4 when it is not unknown.`,
 	return cmd
 }
 
+// resolve settles or requeues an unknown admission; id and as are checked.
 func resolve(ctx context.Context, f *Factory, p *printer, st backend.Store, id, as string) error {
-	if err := checkAdmissionID(id); err != nil {
-		return err
-	}
-	r := backend.Resolution(as)
-	switch r {
-	case backend.ResolveCompleted, backend.ResolveInterrupted, backend.ResolveRequeue:
-	default:
-		return backend.Errorf(backend.ErrInvalid, "resolve --as %q: want interrupted, completed or requeue", as)
-	}
-	a, err := st.Resolve(ctx, id, r, f.Now())
+	a, err := st.Resolve(ctx, id, backend.Resolution(as), f.Now())
 	if err != nil {
 		return err
 	}
@@ -133,10 +127,7 @@ func newCancelCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admissionRun(f, func(p *printer, st backend.Store) error {
-				if err := checkAdmissionID(args[0]); err != nil {
-					return err
-				}
+			return admissionRun(f, args[0], nil, func(p *printer, st backend.Store) error {
 				a, err := st.Cancel(cmd.Context(), args[0], f.Now())
 				if err != nil {
 					return err

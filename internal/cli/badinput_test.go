@@ -308,3 +308,38 @@ func TestDrainWithoutHandler(t *testing.T) {
 		t.Fatalf("after drain --all without handler: %s", got.Status)
 	}
 }
+
+// Bad input is reported (exit 2) before the store is opened: a store that
+// cannot be opened (here a directory, exit 1) does not hide a usage error.
+func TestBadInputBeforeStore(t *testing.T) {
+	e := newEnv(t)
+	dirDB := filepath.Join(e.dir, "dir.db")
+	if err := os.Mkdir(dirDB, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.store = "bbolt://" + dirDB
+	for _, args := range [][]string{
+		{"queue", "s1", "--status", "waiting"},
+		{"queue", "s1", "--outcome", "lost"},
+		{"queue", "s1", "--status", "queued,"},
+		{"session", "close", "s1", "--reason", "because"},
+		{"session", "compress", "s1", "--child", "no spaces"},
+		{"session", "switch", "s1", "--transcript", "no spaces"},
+		{"session", "grant", "s1", ""},
+		{"viewer", "add", "s1", "--ttl", "0s"},
+		{"viewer", "rm", "s1", ""},
+		{"show", ""},
+		{"cancel", ""},
+		{"resolve", "0123456789abcdef", "--as", "done"},
+		{"resolve", "", "--as", "requeue"},
+		{"find", ""},
+		{"find", "id-1", "--session", "bad id"},
+	} {
+		r := e.run(args...).wantExit(t, ExitUsage)
+		if r.out != "" {
+			t.Errorf("hermesq %s: stdout %q", strings.Join(args, " "), r.out)
+		}
+	}
+	// The same store with good input: the open error, exit 1.
+	e.run("queue", "s1", "--status", "queued").wantExit(t, ExitFailure)
+}

@@ -28,11 +28,12 @@ failed, interrupted, cancelled (both comma-separated or repeated).`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Session = args[0]
-			return sessionRun(f, o.Session, func(p *printer, st backend.Store, _ *Config) error {
-				filter, err := o.filter()
-				if err != nil {
-					return err
-				}
+			var filter backend.AdmissionFilter
+			check := func() (err error) {
+				filter, err = o.filter()
+				return err
+			}
+			return sessionRun(f, o.Session, check, func(p *printer, st backend.Store, _ *Config) error {
 				as, err := st.ListAdmissions(cmd.Context(), o.Session, filter)
 				if err != nil {
 					return err

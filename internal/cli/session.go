@@ -62,9 +62,10 @@ func sessionFields(w io.Writer, s backend.Session, now time.Time) error {
 	})
 }
 
-// sessionRun is the body shared by the session subcommands: validate the
-// session id, then run with the printer, the store and the config.
-func sessionRun(f *Factory, id string, run func(p *printer, st backend.Store, cfg *Config) error) error {
+// storeRun is the body of a command that uses the store: check the
+// command line first, so bad input exits 2 whatever state the store is in,
+// then run with the printer, the store and the config. check may be nil.
+func storeRun(f *Factory, check func() error, run func(p *printer, st backend.Store, cfg *Config) error) error {
 	cfg, err := f.Config()
 	if err != nil {
 		return err
@@ -73,14 +74,30 @@ func sessionRun(f *Factory, id string, run func(p *printer, st backend.Store, cf
 	if err != nil {
 		return err
 	}
-	if err := backend.ValidateID("session", id); err != nil {
-		return err
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	st, err := f.Store()
 	if err != nil {
 		return err
 	}
 	return run(p, st, cfg)
+}
+
+// sessionRun is storeRun for a command on one session: the session id is
+// checked, then check (may be nil).
+func sessionRun(f *Factory, id string, check func() error, run func(p *printer, st backend.Store, cfg *Config) error) error {
+	return storeRun(f, func() error {
+		if err := backend.ValidateID("session", id); err != nil {
+			return err
+		}
+		if check != nil {
+			return check()
+		}
+		return nil
+	}, run)
 }
 
 func newSessionOpenCmd(f *Factory) *cobra.Command {
@@ -91,7 +108,7 @@ func newSessionOpenCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], func(p *printer, st backend.Store, cfg *Config) error {
+			return sessionRun(f, args[0], nil, func(p *printer, st backend.Store, cfg *Config) error {
 				s, created, err := st.OpenSession(cmd.Context(), backend.OpenSessionRequest{ID: args[0], Owner: cfg.Principal, Now: f.Now()})
 				if err != nil {
 					return err
@@ -116,7 +133,7 @@ func newSessionShowCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
+			return sessionRun(f, args[0], nil, func(p *printer, st backend.Store, _ *Config) error {
 				s, err := st.GetSession(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -137,10 +154,13 @@ func newSessionCloseCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
+			check := func() error {
 				if !slices.Contains(backend.CloseReasons, reason) {
 					return backend.Errorf(backend.ErrInvalid, "close reason %q: want one of %s", reason, strings.Join(backend.CloseReasons, ", "))
 				}
+				return nil
+			}
+			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, _ *Config) error {
 				t, err := st.CloseSession(cmd.Context(), args[0], reason, f.Now())
 				if err != nil {
 					return err
@@ -179,14 +199,12 @@ makes a new child transcript, whose parent it is, current. The child is named
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
-				c := child
-				if c == "" {
-					c = defaultChild(args[0])
-				}
-				if err := backend.ValidateID("transcript", c); err != nil {
-					return err
-				}
+			c := child
+			if c == "" {
+				c = defaultChild(args[0])
+			}
+			check := func() error { return backend.ValidateID("transcript", c) }
+			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, _ *Config) error {
 				t, err := st.Compress(cmd.Context(), args[0], c, f.Now())
 				if err != nil {
 					return err
@@ -216,10 +234,8 @@ new empty one named T (as resuming another conversation or branching would).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
-				if err := backend.ValidateID("transcript", transcript); err != nil {
-					return err
-				}
+			check := func() error { return backend.ValidateID("transcript", transcript) }
+			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, _ *Config) error {
 				t, err := st.Switch(cmd.Context(), args[0], transcript, f.Now())
 				if err != nil {
 					return err
@@ -243,7 +259,8 @@ func newSessionGrantCmd(f *Factory) *cobra.Command {
 		Long:  "Grant allows PRINCIPAL to admit human input to the session besides its owner. Only the owner may grant (else exit 7).",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], func(p *printer, st backend.Store, cfg *Config) error {
+			check := func() error { return backend.ValidateToken("principal", args[1]) }
+			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, cfg *Config) error {
 				return grant(cmd.Context(), f, p, st, cfg, args[0], args[1])
 			})
 		},
@@ -251,9 +268,6 @@ func newSessionGrantCmd(f *Factory) *cobra.Command {
 }
 
 func grant(ctx context.Context, f *Factory, p *printer, st backend.Store, cfg *Config, session, principal string) error {
-	if err := backend.ValidateToken("principal", principal); err != nil {
-		return err
-	}
 	s, err := st.GetSession(ctx, session)
 	if err != nil {
 		return err

@@ -35,10 +35,13 @@ func newViewerAddCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], func(p *printer, _ backend.Store, _ *Config) error {
+			check := func() error {
 				if ttl <= 0 {
 					return backend.Errorf(backend.ErrInvalid, "viewer --ttl %s: must be positive", ttl)
 				}
+				return nil
+			}
+			return sessionRun(f, args[0], check, func(p *printer, _ backend.Store, _ *Config) error {
 				svc, err := f.Admission()
 				if err != nil {
 					return err
@@ -65,10 +68,8 @@ func newViewerRmCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], func(p *printer, st backend.Store, _ *Config) error {
-				if err := backend.ValidateToken("viewer id", args[1]); err != nil {
-					return err
-				}
+			check := func() error { return backend.ValidateToken("viewer id", args[1]) }
+			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, _ *Config) error {
 				if err := st.RemoveViewer(cmd.Context(), args[0], args[1]); err != nil {
 					return err
 				}
