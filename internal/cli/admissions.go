@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -113,10 +112,7 @@ func resolve(ctx context.Context, f *Factory, p *printer, st backend.Store, id, 
 	if err != nil {
 		return err
 	}
-	return p.object(a, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "resolved %s as %s (status %s)\n", a.ID, as, a.Status)
-		return err
-	})
+	return p.object(a, textf("resolved %s as %s (status %s)\n", a.ID, as, a.Status))
 }
 
 func newCancelCmd(f *Factory) *cobra.Command {
@@ -132,10 +128,7 @@ func newCancelCmd(f *Factory) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return p.object(a, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "cancelled %s seq %d (%s)\n", a.ID, a.Seq, a.Session)
-					return err
-				})
+				return p.object(a, textf("cancelled %s seq %d (%s)\n", a.ID, a.Seq, a.Session))
 			})
 		},
 	}

@@ -152,11 +152,7 @@ func (o *admitOptions) input(cfg *Config) (admission.Input, error) {
 }
 
 func runAdmit(ctx context.Context, o *admitOptions) error {
-	cfg, err := o.f.Config()
-	if err != nil {
-		return err
-	}
-	p, err := o.f.printer()
+	cfg, p, err := o.f.configAndPrinter()
 	if err != nil {
 		return err
 	}
@@ -210,11 +206,7 @@ type batchError struct {
 }
 
 func runAdmitBatch(ctx context.Context, o *admitOptions) error {
-	cfg, err := o.f.Config()
-	if err != nil {
-		return err
-	}
-	p, err := o.f.printer()
+	cfg, p, err := o.f.configAndPrinter()
 	if err != nil {
 		return err
 	}
@@ -272,10 +264,7 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 				firstBad = lerr
 			}
 			be := batchError{Line: l.n, Error: string(backend.CodeOf(lerr)), Message: oneLine(lerr.Error())}
-			if err := p.line(be, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "error line %d: %s\n", be.Line, be.Message)
-				return err
-			}); err != nil {
+			if err := p.line(be, textf("error line %d: %s\n", be.Line, be.Message)); err != nil {
 				return err
 			}
 			printError(o.f.IO.ErrOut, p.format, be.Error, fmt.Sprintf("line %d: %s", be.Line, be.Message))

@@ -126,11 +126,7 @@ func (o *drainOptions) validate() error {
 }
 
 func runDrain(ctx context.Context, o *drainOptions) error {
-	cfg, err := o.f.Config()
-	if err != nil {
-		return err
-	}
-	p, err := o.f.printer()
+	cfg, p, err := o.f.configAndPrinter()
 	if err != nil {
 		return err
 	}

@@ -152,10 +152,7 @@ is skipped; with other content the import is refused (exit 4).`,
 			out := struct {
 				Imported int `json:"imported"`
 			}{len(recs)}
-			return p.object(out, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "imported %d records\n", len(recs))
-				return err
-			})
+			return p.object(out, textf("imported %d records\n", len(recs)))
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "read from this file instead of stdin")

@@ -20,14 +20,30 @@ type printer struct {
 }
 
 func (f *Factory) printer() (*printer, error) {
+	_, p, err := f.configAndPrinter()
+	return p, err
+}
+
+// configAndPrinter resolves the configuration and the printer it selects:
+// the start of every command that prints.
+func (f *Factory) configAndPrinter() (*Config, *printer, error) {
 	cfg, err := f.Config()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &printer{ios: f.IO, format: cfg.Output}, nil
+	return cfg, &printer{ios: f.IO, format: cfg.Output}, nil
 }
 
 func (p *printer) text() bool { return p.format == formatText }
+
+// textf is the text rendering of a one-line result: format and args as
+// for fmt.Fprintf.
+func textf(format string, args ...any) func(w io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	}
+}
 
 // marshal encodes v as JSON without HTML escaping; indented for a terminal
 // with -o json, compact otherwise.

@@ -66,11 +66,7 @@ func sessionFields(w io.Writer, s backend.Session, now time.Time) error {
 // command line first, so bad input exits 2 whatever state the store is in,
 // then run with the printer, the store and the config. check may be nil.
 func storeRun(f *Factory, check func() error, run func(p *printer, st backend.Store, cfg *Config) error) error {
-	cfg, err := f.Config()
-	if err != nil {
-		return err
-	}
-	p, err := f.printer()
+	cfg, p, err := f.configAndPrinter()
 	if err != nil {
 		return err
 	}
@@ -165,10 +161,7 @@ func newSessionCloseCmd(f *Factory) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return p.object(t, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "closed %s (transcript %s, %s)\n", args[0], t.ID, orDash(t.EndReason))
-					return err
-				})
+				return p.object(t, textf("closed %s (transcript %s, %s)\n", args[0], t.ID, orDash(t.EndReason)))
 			})
 		},
 	}
@@ -240,10 +233,7 @@ new empty one named T (as resuming another conversation or branching would).`,
 				if err != nil {
 					return err
 				}
-				return p.object(t, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "switched %s -> %s\n", args[0], t.ID)
-					return err
-				})
+				return p.object(t, textf("switched %s -> %s\n", args[0], t.ID))
 			})
 		},
 	}
@@ -281,10 +271,7 @@ func grant(ctx context.Context, f *Factory, p *printer, st backend.Store, cfg *C
 	if s, err = st.GetSession(ctx, session); err != nil {
 		return err
 	}
-	return p.object(s, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "granted %s on %s\n", principal, session)
-		return err
-	})
+	return p.object(s, textf("granted %s on %s\n", principal, session))
 }
 
 func newSessionsCmd(f *Factory) *cobra.Command {

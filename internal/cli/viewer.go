@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,10 +48,7 @@ func newViewerAddCmd(f *Factory) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return p.object(v, func(w io.Writer) error {
-					_, err := fmt.Fprintln(w, v.ID)
-					return err
-				})
+				return p.object(v, textf("%s\n", v.ID))
 			})
 		},
 	}
@@ -78,10 +73,7 @@ func newViewerRmCmd(f *Factory) *cobra.Command {
 					Session string `json:"session"`
 					Removed bool   `json:"removed"`
 				}{args[1], args[0], true}
-				return p.object(out, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "removed viewer %s (%s)\n", args[1], args[0])
-					return err
-				})
+				return p.object(out, textf("removed viewer %s (%s)\n", args[1], args[0]))
 			})
 		},
 	}
