@@ -412,32 +412,46 @@ func (d *drainer) waitForWork(ctx context.Context) {
 
 func transient(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
 
-// step reads the session and its head and executes the head (DESIGN §3, API
-// "Drain step"). idle reports an empty queue.
-func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err error) {
-	sess, err := d.s.Store.GetSession(ctx, d.session)
+// busy reports whether an admission of the session is running or unknown:
+// then nothing else of it may start.
+func busy(sess backend.Session) bool { return sess.Unknown > 0 || sess.Running > 0 }
+
+// head reads the session and, when it is not busy, its FIFO head; ok is
+// false when there is no head to take.
+func (d *drainer) head(ctx context.Context) (sess backend.Session, a backend.Admission, ok bool, err error) {
+	sess, err = d.s.Store.GetSession(ctx, d.session)
 	if err != nil {
-		if transient(err) {
-			return stepDeferred, false, err
-		}
-		return stepDone, false, fmt.Errorf("drain %s: read session: %w", d.session, err)
+		return sess, a, false, fmt.Errorf("drain %s: read session: %w", d.session, err)
 	}
-	if sess.Unknown > 0 || sess.Running > 0 {
-		return d.unknown(ctx)
+	if busy(sess) {
+		return sess, a, false, nil
 	}
 	heads, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
 		Statuses: []backend.Status{backend.StatusQueued}, Limit: 1,
 	})
 	if err != nil {
-		if transient(err) {
-			return stepDeferred, false, err
-		}
-		return stepDone, false, fmt.Errorf("drain %s: read queue head: %w", d.session, err)
+		return sess, a, false, fmt.Errorf("drain %s: read queue head: %w", d.session, err)
 	}
 	if len(heads) == 0 {
+		return sess, a, false, nil
+	}
+	return sess, heads[0], true, nil
+}
+
+// step reads the session and its head and executes the head (DESIGN §3, API
+// "Drain step"). idle reports an empty queue.
+func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err error) {
+	sess, a, ok, err := d.head(ctx)
+	switch {
+	case err != nil && transient(err):
+		return stepDeferred, false, err
+	case err != nil:
+		return stepDone, false, err
+	case busy(sess):
+		return d.unknown(ctx)
+	case !ok:
 		return stepDone, true, nil
 	}
-	a := heads[0]
 	target, misrouted, err := d.s.resolve(ctx, sess, a)
 	if err != nil {
 		if transient(err) {
@@ -487,17 +501,10 @@ func decide(sess backend.Session, a backend.Admission, target backend.Transcript
 // with ErrNoHandler before it takes an epoch: the store is left exactly as
 // it was. A failed read says nothing: the drain proper reports it.
 func (d *drainer) turnDueWithoutHandler(ctx context.Context) error {
-	sess, err := d.s.Store.GetSession(ctx, d.session)
-	if err != nil || sess.Unknown > 0 || sess.Running > 0 {
+	sess, a, ok, err := d.head(ctx)
+	if err != nil || !ok {
 		return nil
 	}
-	heads, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
-		Statuses: []backend.Status{backend.StatusQueued}, Limit: 1,
-	})
-	if err != nil || len(heads) == 0 {
-		return nil
-	}
-	a := heads[0]
 	target, misrouted, err := d.s.resolve(ctx, sess, a)
 	if err != nil || decide(sess, a, target, misrouted) != execTurn {
 		return nil
