@@ -45,3 +45,51 @@ func ValidateToken(what, s string) error {
 	}
 	return nil
 }
+
+// CheckAdmitRequest checks the shape every store relies on in an
+// AdmitRequest: a valid session id, a known kind, a principal, a payload;
+// human input without identities and with a valid request id if any;
+// automation input with at least one valid identity and no request id; a
+// valid pinned target if any. The admission layer has validated the request
+// in full; stores check it again with this one function, so a malformed
+// request is refused alike by every store (ErrInvalid) and never stored.
+func CheckAdmitRequest(r AdmitRequest) error {
+	if err := ValidateID("session", r.Session); err != nil {
+		return err
+	}
+	if err := ValidateToken("principal", r.Principal); err != nil {
+		return err
+	}
+	if len(r.Payload) == 0 {
+		return fmt.Errorf("empty payload: %w", ErrInvalid)
+	}
+	if r.PinnedTarget != "" {
+		if err := ValidateID("pinned target", r.PinnedTarget); err != nil {
+			return err
+		}
+	}
+	switch r.Kind {
+	case KindHuman:
+		if len(r.Identities) > 0 {
+			return fmt.Errorf("human input with identities (identities are for automation input): %w", ErrInvalid)
+		}
+		if r.RequestID != "" {
+			return ValidateToken("request id", r.RequestID)
+		}
+	case KindAutomation:
+		if r.RequestID != "" {
+			return fmt.Errorf("automation input with a request id (request ids are for human input): %w", ErrInvalid)
+		}
+		if len(r.Identities) == 0 {
+			return fmt.Errorf("automation input without identities: %w", ErrInvalid)
+		}
+		for _, id := range r.Identities {
+			if err := ValidateToken("identity", id); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("kind %q is not %s or %s: %w", r.Kind, KindHuman, KindAutomation, ErrInvalid)
+	}
+	return nil
+}

@@ -19,6 +19,7 @@ var edgeTests = []suiteTest{
 	{name: "Edges/DefaultTTLs", fn: testDefaultTTLs},
 	{name: "Edges/ConflictNamesRequestAndAdmission", fn: testConflictMessage},
 	{name: "Edges/ExportGrantsNeverNull", fn: testExportGrantsNeverNull},
+	{name: "Edges/AdmitMalformed", fn: testAdmitMalformed},
 }
 
 // An empty owner or principal is malformed (ValidateToken), never stored.
@@ -160,5 +161,63 @@ func testExportGrantsNeverNull(t *testing.T, s backend.Store) {
 	}
 	if len(want) != 0 {
 		t.Errorf("sessions not exported: %v", want)
+	}
+}
+
+// A malformed request (backend.CheckAdmitRequest) is refused with its own
+// ErrInvalid, stores nothing, and leaves the other requests of the call
+// alone: a NUL would split an identity or a request key, an empty principal
+// would create a session nobody owns.
+func testAdmitMalformed(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	human := func(mod func(r *backend.AdmitRequest)) backend.AdmitRequest {
+		r := backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("x"), Now: T0}
+		mod(&r)
+		return r
+	}
+	automation := func(mod func(r *backend.AdmitRequest)) backend.AdmitRequest {
+		r := autoReq("s1", "x", "ok-identity")
+		mod(&r)
+		return r
+	}
+	bad := map[string]backend.AdmitRequest{
+		"empty principal":            human(func(r *backend.AdmitRequest) { r.Principal = "" }),
+		"new session, no principal":  human(func(r *backend.AdmitRequest) { r.Session, r.Principal, r.CreateSession = "fresh", "", true }),
+		"bad session id":             human(func(r *backend.AdmitRequest) { r.Session, r.CreateSession = "bad id", true }),
+		"empty payload":              human(func(r *backend.AdmitRequest) { r.Payload = nil }),
+		"request id with NUL":        human(func(r *backend.AdmitRequest) { r.RequestID = "a\x00b" }),
+		"human with identities":      human(func(r *backend.AdmitRequest) { r.Identities = []string{"h-1"} }),
+		"unknown kind":               human(func(r *backend.AdmitRequest) { r.Kind = "robot" }),
+		"identity with NUL":          automation(func(r *backend.AdmitRequest) { r.Identities = []string{"a\x00b"} }),
+		"empty identity":             automation(func(r *backend.AdmitRequest) { r.Identities = []string{"ok-2", ""} }),
+		"no identities":              automation(func(r *backend.AdmitRequest) { r.Identities = nil }),
+		"automation with request id": automation(func(r *backend.AdmitRequest) { r.RequestID = "r1" }),
+		"bad pinned target":          automation(func(r *backend.AdmitRequest) { r.PinnedTarget = "bad target" }),
+	}
+	for what, req := range bad {
+		good := autoReq("s1", "good", "good-"+what)
+		res, err := s.Admit(ctxOf(t), []backend.AdmitRequest{req, good})
+		noErr(t, what+": the call", err)
+		wantErr(t, what, res[0].Err, backend.ErrInvalid)
+		noErr(t, what+": the good request beside it", res[1].Err)
+	}
+	as := listAdmissions(t, s, "s1", backend.AdmissionFilter{})
+	if len(as) != len(bad) {
+		t.Errorf("%d admissions, want only the %d good ones", len(as), len(bad))
+	}
+	for _, a := range as {
+		if !strings.HasPrefix(a.Text(), "good") {
+			t.Errorf("a malformed request was stored: %+v", a)
+		}
+	}
+	for _, id := range []string{"fresh", "bad id"} {
+		if _, err := s.GetSession(ctxOf(t), id); err == nil {
+			t.Errorf("a malformed request created session %q", id)
+		}
+	}
+	for _, ident := range []string{"a", "b", "a\x00b", "h-1", "ok-identity"} {
+		if a, err := s.FindIdentity(ctxOf(t), "s1", ident); err == nil {
+			t.Errorf("a malformed request holds identity %q: %+v", ident, a)
+		}
 	}
 }

@@ -57,24 +57,8 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 	fail := func(sentinel error, format string, args ...any) (backend.AdmitResult, error) {
 		return res, fmt.Errorf("bbolt: admit to session %s: "+format+": %w", append(append([]any{r.Session}, args...), sentinel)...)
 	}
-	if len(r.Payload) == 0 {
-		return fail(backend.ErrInvalid, "empty payload")
-	}
-	if r.Kind != backend.KindHuman && r.Kind != backend.KindAutomation {
-		return fail(backend.ErrInvalid, "kind %q", r.Kind)
-	}
-	if r.Kind == backend.KindAutomation && len(r.Identities) == 0 {
-		return fail(backend.ErrInvalid, "automation input without identities")
-	}
-	for _, ident := range r.Identities {
-		if err := backend.ValidateToken("identity", ident); err != nil {
-			return res, err
-		}
-	}
-	if r.RequestID != "" {
-		if err := backend.ValidateToken("principal", r.Principal); err != nil {
-			return res, err
-		}
+	if err := backend.CheckAdmitRequest(r); err != nil {
+		return res, fmt.Errorf("bbolt: admit to session %s: %w", r.Session, err)
 	}
 	if t.tx.Bucket(bucketAdmissions).Get([]byte(r.ID)) != nil {
 		return fail(backend.ErrConflict, "admission id %s exists", r.ID)
@@ -84,9 +68,6 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 	if backend.CodeOf(err) == backend.CodeNotFound {
 		if r.Kind != backend.KindHuman || !r.CreateSession {
 			return res, fmt.Errorf("bbolt: admit: %w", err)
-		}
-		if err := backend.ValidateID("session", r.Session); err != nil {
-			return res, err
 		}
 		if t.transcriptExists(r.Session) {
 			return fail(backend.ErrConflict, "a transcript of another session has its id")
@@ -133,9 +114,6 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 			if err := t.putTranscript(cur); err != nil {
 				return res, err
 			}
-		}
-		if len(r.Identities) > 0 {
-			a.Identities = append([]string(nil), r.Identities...)
 		}
 		if err := t.insertAdmission(sb, rec, a); err != nil {
 			return res, err

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -52,14 +53,8 @@ func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backe
 }
 
 func (s *Store) checkAdmit(req *backend.AdmitRequest) error {
-	if err := backend.ValidateID("session", req.Session); err != nil {
-		return err
-	}
-	if req.Kind == backend.KindAutomation && len(req.Identities) == 0 {
-		return backend.Errorf(backend.ErrInvalid, "redis: admit to %s: automation input without identities", req.Session)
-	}
-	if req.Kind != backend.KindAutomation && req.Kind != backend.KindHuman {
-		return backend.Errorf(backend.ErrInvalid, "redis: admit to %s: kind %q", req.Session, req.Kind)
+	if err := backend.CheckAdmitRequest(*req); err != nil {
+		return fmt.Errorf("redis: admit to session %s: %w", req.Session, err)
 	}
 	return nil
 }
