@@ -72,9 +72,22 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("ParseURL(%s): error %v, want ErrInvalid", b, err)
 		}
 	}
+	// However a Config is printed, its password is not.
+	pu, _ := url.Parse("redis://app:hunter2-secret@127.0.0.1:7000/0")
+	pc, err := redisstore.ParseURL(pu)
+	if err != nil || pc.Password != "hunter2-secret" {
+		t.Fatalf("ParseURL with a password: %+v, %v", pc.Redacted, err)
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%d", "%x", "%q"} {
+		for _, v := range []any{pc, *pc} {
+			if out := fmt.Sprintf(verb, v); strings.Contains(out, "hunter2") || !strings.Contains(out, "127.0.0.1:7000") {
+				t.Errorf("Sprintf(%q, %T) shows the password, or not the host (%d bytes)", verb, v, len(out))
+			}
+		}
+	}
 	// An unknown parameter is refused by the opener too, before any dial,
 	// and the message names it without the password.
-	_, err := open(t, "redis://u:hunter2-secret@127.0.0.1:1/0?frobnicate=1", backend.Options{})
+	_, err = open(t, "redis://u:hunter2-secret@127.0.0.1:1/0?frobnicate=1", backend.Options{})
 	if !errors.Is(err, backend.ErrInvalid) || !strings.Contains(err.Error(), "frobnicate") || strings.Contains(err.Error(), "hunter2-secret") {
 		t.Fatalf("unknown parameter: %v", err)
 	}

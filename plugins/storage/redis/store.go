@@ -76,7 +76,11 @@ type Config struct {
 }
 
 // String describes the configuration without its password.
-func (c *Config) String() string { return "redis config for " + c.Redacted }
+func (c Config) String() string { return "redis config for " + c.Redacted }
+
+// Format prints String for every verb (%v, %+v, %#v, %d…) of a Config or a
+// *Config, so no way of printing one shows its password.
+func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
 
 // ParseURL parses and checks a store URL without connecting.
 func ParseURL(u *url.URL) (*Config, error) {
