@@ -23,6 +23,9 @@
 //     interrupted.
 //   - A misroute is settled failed with error "misrouted" and no mode (it
 //     never ran).
+//   - A target lookup that fails other than transiently is a bug: the error
+//     wraps backend.ErrInternal first (exit 1), whatever code it carries,
+//     and the admission stays queued.
 //   - An unknown admission resolved by the requeue or interrupt policy is
 //     logged, not listed in DrainReport.Executed (this drain did not run it).
 //   - Without Follow, Drain gives up after 10 consecutive deferrals (about

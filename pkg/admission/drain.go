@@ -412,6 +412,16 @@ func (d *drainer) waitForWork(ctx context.Context) {
 
 func transient(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
 
+// bug marks an error that is not transient where only a transient one is
+// expected (a target lookup, DESIGN §5): it is a bug, code internal (exit
+// 1), whatever code the error itself wraps (a current transcript "not
+// found" is a store contradicting itself, not an unknown session).
+// errors.Is still sees the error.
+type bug struct{ err error }
+
+func (b bug) Error() string   { return b.err.Error() }
+func (b bug) Unwrap() []error { return []error{backend.ErrInternal, b.err} }
+
 // busy reports whether an admission of the session is running or unknown:
 // then nothing else of it may start.
 func busy(sess backend.Session) bool { return sess.Unknown > 0 || sess.Running > 0 }
@@ -456,6 +466,9 @@ func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err erro
 	if err != nil {
 		if transient(err) {
 			return stepDeferred, false, fmt.Errorf("admission %s: %w", a.ID, err)
+		}
+		if ctx.Err() == nil {
+			err = bug{err}
 		}
 		return stepDone, false, fmt.Errorf("drain %s: admission %s: resolve target: %w", d.session, a.ID, err)
 	}

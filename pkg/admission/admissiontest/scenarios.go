@@ -1080,10 +1080,22 @@ func transientTargetRead(t *testing.T, newStore func(t *testing.T) backend.Store
 	if !errors.Is(err, errInjected) || errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("drain with an unexpected error: %v, want the injected error surfaced", err)
 	}
+	if code := backend.CodeOf(err); code != backend.CodeInternal {
+		t.Errorf("drain with an unexpected error: code %s, want internal (exit 1)", code)
+	}
 	h.wantState(r2.Admission.ID, "queued//")
 	if n := len(h.notes("s1")); n != 1 {
 		t.Errorf("%d notes after the failed drain, want 1", n)
 	}
+	// A target the store says is not found (the session's current
+	// transcript is gone: a store that contradicts itself) is a bug too:
+	// exit 1, not the not-found of an unknown session.
+	fs.fail(1, backend.Errorf(backend.ErrNotFound, "transcript s1"))
+	_, err = svc.Drain(h.ctx, "s1", h.opts())
+	if code := backend.CodeOf(err); code != backend.CodeInternal || !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("drain with the current transcript not found: %v (code %s), want code internal wrapping the not-found", err, code)
+	}
+	h.wantState(r2.Admission.ID, "queued//")
 	h.drain("s1")
 	h.wantState(r2.Admission.ID, "done/completed/note")
 }
