@@ -20,6 +20,7 @@ var edgeTests = []suiteTest{
 	{name: "Edges/ConflictNamesRequestAndAdmission", fn: testConflictMessage},
 	{name: "Edges/ExportGrantsNeverNull", fn: testExportGrantsNeverNull},
 	{name: "Edges/AdmitMalformed", fn: testAdmitMalformed},
+	{name: "Edges/ImportOutOfOrder", fn: testImportOutOfOrder},
 }
 
 // An empty owner or principal is malformed (ValidateToken), never stored.
@@ -219,5 +220,31 @@ func testAdmitMalformed(t *testing.T, s backend.Store) {
 		if a, err := s.FindIdentity(ctxOf(t), "s1", ident); err == nil {
 			t.Errorf("a malformed request holds identity %q: %+v", ident, a)
 		}
+	}
+}
+
+// An import whose record comes before the record it belongs to (a
+// transcript before its session…) is malformed input, ErrInvalid, and
+// writes nothing: Export writes every session before its records.
+func testImportOutOfOrder(t *testing.T, s backend.Store) {
+	recs := map[string]backend.Record{
+		"transcript before its session": {Transcript: &backend.Transcript{ID: "t1", Session: "s9", CreatedAt: T0}},
+		"message before its transcript": {Message: &backend.Message{Transcript: "t2", Seq: 1, Role: backend.RoleNote, Content: "n", CreatedAt: T0}},
+		"admission before its session": {Admission: &backend.Admission{ID: "0123456789abcdef0123456789abcdef", Session: "s9", Seq: 1,
+			Kind: backend.KindHuman, Principal: Owner, Payload: Payload("x"), Status: backend.StatusQueued, AdmittedAt: T0}},
+		"empty record": {},
+	}
+	for what, r := range recs {
+		err := s.Import(ctxOf(t), []backend.Record{r})
+		wantErr(t, "import a "+what, err, backend.ErrInvalid)
+	}
+	if _, err := s.GetTranscript(ctxOf(t), "t1"); err == nil {
+		t.Errorf("a refused import created transcript t1")
+	}
+	if _, err := s.GetAdmission(ctxOf(t), "0123456789abcdef0123456789abcdef"); err == nil {
+		t.Errorf("a refused import created its admission")
+	}
+	if ss, err := s.ListSessions(ctxOf(t)); err != nil || len(ss) != 0 {
+		t.Errorf("sessions after refused imports: %v, %v", ss, err)
 	}
 }

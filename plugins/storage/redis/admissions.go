@@ -59,23 +59,36 @@ func (s *Store) checkAdmit(req *backend.AdmitRequest) error {
 	return nil
 }
 
+// writeLookups writes the global lookups of admissions of session sid
+// before the script that creates them: admission id → session, and each
+// identity → the sessions that may hold it. Idempotent; an entry whose
+// script then refuses is an orphan that every lookup verifies.
+func (s *Store) writeLookups(ctx context.Context, op, sid string, adms []backend.AdmitRequest) error {
+	pipe := s.client.Pipeline()
+	for _, a := range adms {
+		pipe.Set(ctx, s.k.admissionOwner(a.ID), sid, 0)
+		for _, id := range a.Identities {
+			pipe.SAdd(ctx, s.k.identityOwners(id), sid)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return s.wrap(op, err)
+	}
+	return nil
+}
+
 // admitSession commits requests to one session in one script.
 func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.AdmitRequest) ([]backend.AdmitResult, error) {
 	op := "admit to session " + sid
-	pipe := s.client.Pipeline()
 	create := false
 	for i := range reqs {
 		if reqs[i].ID == "" {
 			reqs[i].ID = newID()
 		}
-		pipe.Set(ctx, s.k.admissionOwner(reqs[i].ID), sid, 0)
-		for _, id := range reqs[i].Identities {
-			pipe.SAdd(ctx, s.k.identityOwners(id), sid)
-		}
 		create = create || (reqs[i].Kind == backend.KindHuman && reqs[i].CreateSession)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, s.wrap(op, err)
+	if err := s.writeLookups(ctx, op, sid, reqs); err != nil {
+		return nil, err
 	}
 	if create {
 		n, err := s.client.Exists(ctx, s.k.session(sid)).Result()

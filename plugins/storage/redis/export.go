@@ -111,6 +111,15 @@ func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
 	return nil
 }
 
+// notImportedBefore turns the ErrNotFound of a record's session or
+// transcript into ErrInvalid: the import names it before importing it.
+func notImportedBefore(err error, what, parent string) error {
+	if backend.CodeOf(err) == backend.CodeNotFound {
+		return backend.Errorf(backend.ErrInvalid, "redis: import %s: %s not imported before it", what, parent)
+	}
+	return err
+}
+
 func (s *Store) importSession(ctx context.Context, r *backend.SessionRecord) error {
 	if err := backend.ValidateID("session", r.ID); err != nil {
 		return err
@@ -134,7 +143,7 @@ func (s *Store) importTranscript(ctx context.Context, t *backend.Transcript) err
 	if err := backend.ValidateID("transcript", t.ID); err != nil {
 		return err
 	}
-	if err := s.requireSession(ctx, t.Session); err != nil {
+	if err := notImportedBefore(s.requireSession(ctx, t.Session), "transcript "+t.ID, "session "+t.Session); err != nil {
 		return err
 	}
 	if err := s.claimTranscript(ctx, t.Session, t.ID); err != nil {
@@ -150,7 +159,7 @@ func (s *Store) importTranscript(ctx context.Context, t *backend.Transcript) err
 
 func (s *Store) importMessage(ctx context.Context, m *backend.Message) error {
 	session, _, err := s.transcriptSession(ctx, m.Transcript)
-	if err != nil {
+	if err := notImportedBefore(err, "message "+itoa(int64(m.Seq)), "transcript "+m.Transcript); err != nil {
 		return err
 	}
 	if m.Seq == 0 {
@@ -172,16 +181,11 @@ func (s *Store) importAdmission(ctx context.Context, a *backend.Admission) error
 	if a.ID == "" {
 		return backend.Errorf(backend.ErrInvalid, "redis: import admission without id")
 	}
-	if err := s.requireSession(ctx, a.Session); err != nil {
+	if err := notImportedBefore(s.requireSession(ctx, a.Session), "admission "+a.ID, "session "+a.Session); err != nil {
 		return err
 	}
-	pipe := s.client.Pipeline()
-	pipe.Set(ctx, s.k.admissionOwner(a.ID), a.Session, 0)
-	for _, id := range a.Identities {
-		pipe.SAdd(ctx, s.k.identityOwners(id), a.Session)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return s.wrap("import admission "+a.ID, err)
+	if err := s.writeLookups(ctx, "import admission "+a.ID, a.Session, []backend.AdmitRequest{{ID: a.ID, Identities: a.Identities}}); err != nil {
+		return err
 	}
 	rec, err := json.Marshal(recOf(*a))
 	if err != nil {
