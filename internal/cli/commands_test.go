@@ -482,6 +482,19 @@ func TestQueueShowFind(t *testing.T) {
 		t.Fatalf("queue --status queued,running,unknown: %v", q)
 	}
 	e.run("queue", "s1", "--outcome", "lost").wantExit(t, ExitUsage)
+	// Spaces around a value are ignored; an empty flag is refused, not
+	// read as "every status".
+	q = decode[[]admissionOut](t, e.ok("-o", "json", "queue", "s1", "--status", "queued, done", "--outcome", " cancelled"))
+	if len(q) != 1 || q[0].ID != a1.Admission.ID {
+		t.Fatalf("queue --status 'queued, done' --outcome ' cancelled': %v", q)
+	}
+	for _, flag := range []string{"--status", "--outcome"} {
+		r := e.run("queue", "s1", flag, "").wantExit(t, ExitUsage)
+		contains(t, "stderr", r.err, flag+" is empty")
+		if r.out != "" {
+			t.Fatalf("queue %s '': stdout %q", flag, r.out)
+		}
+	}
 
 	got := decode[admissionOut](t, e.ok("-o", "json", "show", a2.Admission.ID))
 	if got.ID != a2.Admission.ID || len(got.Identities) != 2 {

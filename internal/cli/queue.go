@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,8 @@ type queueOptions struct {
 	Session  string
 	Statuses []string
 	Outcomes []string
+
+	statusSet, outcomeSet bool
 }
 
 func newQueueCmd(f *Factory) *cobra.Command {
@@ -23,11 +26,14 @@ func newQueueCmd(f *Factory) *cobra.Command {
 		Short: "List a session's admissions in FIFO order",
 		Long: `Queue lists the session's admissions in seq order, every status by default.
 --status takes queued, running, unknown, done; --outcome takes completed,
-failed, interrupted, cancelled (both comma-separated or repeated).`,
+failed, interrupted, cancelled (both comma-separated or repeated). An
+unknown or empty value exits 2.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Session = args[0]
+			o.statusSet = cmd.Flags().Changed("status")
+			o.outcomeSet = cmd.Flags().Changed("outcome")
 			var filter backend.AdmissionFilter
 			check := func() (err error) {
 				filter, err = o.filter()
@@ -49,9 +55,19 @@ failed, interrupted, cancelled (both comma-separated or repeated).`,
 	return cmd
 }
 
+// filter parses --status and --outcome. Spaces around a value are
+// ignored; a flag given with no value (--status "", as an unset shell
+// variable gives) is refused rather than read as "every status".
 func (o *queueOptions) filter() (backend.AdmissionFilter, error) {
 	var f backend.AdmissionFilter
+	switch {
+	case o.statusSet && len(o.Statuses) == 0:
+		return f, backend.Errorf(backend.ErrInvalid, "--status is empty: want queued, running, unknown or done")
+	case o.outcomeSet && len(o.Outcomes) == 0:
+		return f, backend.Errorf(backend.ErrInvalid, "--outcome is empty: want completed, failed, interrupted or cancelled")
+	}
 	for _, s := range o.Statuses {
+		s = strings.TrimSpace(s)
 		switch st := backend.Status(s); st {
 		case backend.StatusQueued, backend.StatusRunning, backend.StatusUnknown, backend.StatusDone:
 			f.Statuses = append(f.Statuses, st)
@@ -60,6 +76,7 @@ func (o *queueOptions) filter() (backend.AdmissionFilter, error) {
 		}
 	}
 	for _, s := range o.Outcomes {
+		s = strings.TrimSpace(s)
 		switch oc := backend.Outcome(s); oc {
 		case backend.OutcomeCompleted, backend.OutcomeFailed, backend.OutcomeInterrupted, backend.OutcomeCancelled:
 			f.Outcomes = append(f.Outcomes, oc)
