@@ -218,11 +218,7 @@ func (s *Store) Claim(ctx context.Context, req backend.ClaimRequest) (backend.Ad
 		}
 		a.Epoch, a.Generation, a.StartedAt = rec.Epoch, rec.Generation, now
 		a.Mode, a.DeliveredTo = string(req.Mode), req.DeliveredTo
-		if err := t.putAdmission(sb, a); err != nil {
-			return err
-		}
-		out = a.admission()
-		return t.putSession(sb, rec)
+		return t.saveAdmission(sb, rec, a, &out)
 	})
 	return out, err
 }
@@ -313,11 +309,7 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 				return err
 			}
 		}
-		if err := t.putAdmission(sb, a); err != nil {
-			return err
-		}
-		out = a.admission()
-		return t.putSession(sb, rec)
+		return t.saveAdmission(sb, rec, a, &out)
 	})
 	return out, err
 }
@@ -334,13 +326,31 @@ func (s *Store) Requeue(ctx context.Context, req backend.SettleRequest) (backend
 			return err
 		}
 		a.StartedAt, a.Mode, a.DeliveredTo = time.Time{}, "", ""
-		if err := t.putAdmission(sb, a); err != nil {
-			return err
-		}
-		out = a.admission()
-		return t.putSession(sb, rec)
+		return t.saveAdmission(sb, rec, a, &out)
 	})
 	return out, err
+}
+
+// updateAdmission runs fn on an admission (by id) and its session in a write
+// transaction (grouped as update); ErrNotFound when it is absent.
+func (s *Store) updateAdmission(ctx context.Context, id string, fn func(t *txn, sb *bolt.Bucket, rec *sessionRec, a *admRec) error) error {
+	return s.update(ctx, func(t *txn) error {
+		sb, rec, a, err := t.admission(id)
+		if err != nil {
+			return err
+		}
+		return fn(t, sb, rec, a)
+	})
+}
+
+// saveAdmission writes a changed admission and its session, and sets *out
+// to the admission as written.
+func (t *txn) saveAdmission(sb *bolt.Bucket, rec *sessionRec, a *admRec, out *backend.Admission) error {
+	if err := t.putAdmission(sb, a); err != nil {
+		return err
+	}
+	*out = a.admission()
+	return t.putSession(sb, rec)
 }
 
 // Resolve settles an unknown admission, or puts it back in the queue.
@@ -352,11 +362,7 @@ func (s *Store) Resolve(ctx context.Context, id string, as backend.Resolution, n
 	}
 	now = nowOr(now)
 	var out backend.Admission
-	err := s.update(ctx, func(t *txn) error {
-		sb, rec, a, err := t.admission(id)
-		if err != nil {
-			return err
-		}
+	err := s.updateAdmission(ctx, id, func(t *txn, sb *bolt.Bucket, rec *sessionRec, a *admRec) error {
 		if a.Status != string(backend.StatusUnknown) {
 			return backend.Errorf(backend.ErrConflict, "bbolt: resolve %s: it is %s, not unknown", id, a.Status)
 		}
@@ -371,11 +377,7 @@ func (s *Store) Resolve(ctx context.Context, id string, as backend.Resolution, n
 			}
 			a.Outcome, a.SettledAt = string(as), now
 		}
-		if err := t.putAdmission(sb, a); err != nil {
-			return err
-		}
-		out = a.admission()
-		return t.putSession(sb, rec)
+		return t.saveAdmission(sb, rec, a, &out)
 	})
 	return out, err
 }
@@ -384,11 +386,7 @@ func (s *Store) Resolve(ctx context.Context, id string, as backend.Resolution, n
 func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (backend.Admission, error) {
 	now = nowOr(now)
 	var out backend.Admission
-	err := s.update(ctx, func(t *txn) error {
-		sb, rec, a, err := t.admission(id)
-		if err != nil {
-			return err
-		}
+	err := s.updateAdmission(ctx, id, func(t *txn, sb *bolt.Bucket, rec *sessionRec, a *admRec) error {
 		if a.Status != string(backend.StatusQueued) {
 			return backend.Errorf(backend.ErrConflict, "bbolt: cancel %s: it is %s, not queued", id, a.Status)
 		}
@@ -396,11 +394,7 @@ func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (backend.A
 			return err
 		}
 		a.Outcome, a.SettledAt = string(backend.OutcomeCancelled), now
-		if err := t.putAdmission(sb, a); err != nil {
-			return err
-		}
-		out = a.admission()
-		return t.putSession(sb, rec)
+		return t.saveAdmission(sb, rec, a, &out)
 	})
 	return out, err
 }
