@@ -56,18 +56,11 @@ func (s *Service) resolve(ctx context.Context, sess backend.Session, a backend.A
 		// P was never compressed and is not current: another lineage.
 		return backend.Transcript{}, true, nil
 	}
-	seen := map[string]bool{t.ID: true}
-	for t.Child != "" {
-		if len(seen) > maxLineage || seen[t.Child] {
-			return backend.Transcript{}, false, fmt.Errorf("lineage of %s: compression chain loops at %s: %w", pinned, t.Child, backend.ErrInternal)
-		}
-		seen[t.Child] = true
-		next, err := s.Store.GetTranscript(ctx, t.Child)
-		if err != nil {
-			return backend.Transcript{}, false, fmt.Errorf("read compression child %s of %s: %w", t.Child, t.ID, err)
-		}
-		t = next
+	down, err := s.walk(ctx, t, toChild, map[string]bool{t.ID: true})
+	if err != nil {
+		return backend.Transcript{}, false, err
 	}
+	t = down[len(down)-1] // the tip
 	if t.ID != current {
 		return backend.Transcript{}, true, nil
 	}
@@ -85,31 +78,50 @@ func (s *Service) Lineage(ctx context.Context, transcript string) ([]backend.Tra
 		return nil, fmt.Errorf("lineage of %s: %w", transcript, err)
 	}
 	seen := map[string]bool{t.ID: true}
-	var up []backend.Transcript
-	for p := t; p.Parent != ""; {
-		if len(seen) > maxLineage || seen[p.Parent] {
-			return nil, fmt.Errorf("lineage of %s: chain loops at %s: %w", transcript, p.Parent, backend.ErrInternal)
-		}
-		seen[p.Parent] = true
-		if p, err = s.Store.GetTranscript(ctx, p.Parent); err != nil {
-			return nil, fmt.Errorf("lineage of %s: %w", transcript, err)
-		}
-		up = append(up, p)
+	up, err := s.walk(ctx, t, toParent, seen)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]backend.Transcript, 0, len(up)+1)
+	down, err := s.walk(ctx, t, toChild, seen)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.Transcript, 0, len(up)+1+len(down))
 	for i := len(up) - 1; i >= 0; i-- {
 		out = append(out, up[i])
 	}
 	out = append(out, t)
-	for c := t; c.Child != ""; {
-		if len(seen) > maxLineage || seen[c.Child] {
-			return nil, fmt.Errorf("lineage of %s: chain loops at %s: %w", transcript, c.Child, backend.ErrInternal)
+	return append(out, down...), nil
+}
+
+// link names the next transcript of a lineage in one direction.
+type link struct {
+	name string
+	next func(backend.Transcript) string
+}
+
+var (
+	toParent = link{"parent", func(t backend.Transcript) string { return t.Parent }}
+	toChild  = link{"compression child", func(t backend.Transcript) string { return t.Child }}
+)
+
+// walk follows l from t (excluded) to the end of the lineage and returns
+// the transcripts met, nearest first. seen holds the ids already met (t's
+// included) and grows: a link back to one of them, or a chain longer than
+// maxLineage, is a corrupt store (ErrInternal), reported instead of looping.
+func (s *Service) walk(ctx context.Context, t backend.Transcript, l link, seen map[string]bool) ([]backend.Transcript, error) {
+	var out []backend.Transcript
+	for next := l.next(t); next != ""; next = l.next(t) {
+		if len(seen) > maxLineage || seen[next] {
+			return nil, fmt.Errorf("lineage of %s: chain loops at %s: %w", t.ID, next, backend.ErrInternal)
 		}
-		seen[c.Child] = true
-		if c, err = s.Store.GetTranscript(ctx, c.Child); err != nil {
-			return nil, fmt.Errorf("lineage of %s: %w", transcript, err)
+		seen[next] = true
+		n, err := s.Store.GetTranscript(ctx, next)
+		if err != nil {
+			return nil, fmt.Errorf("read %s %s of %s: %w", l.name, next, t.ID, err)
 		}
-		out = append(out, c)
+		out = append(out, n)
+		t = n
 	}
 	return out, nil
 }
