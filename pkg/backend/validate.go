@@ -93,3 +93,26 @@ func CheckAdmitRequest(r AdmitRequest) error {
 	}
 	return nil
 }
+
+// CheckSettleRequest checks the shape of a SettleRequest every store relies
+// on: an outcome of the contract, and messages with a valid transcript id
+// and role. Stores run it before any write, so every store refuses a
+// malformed settle alike (ErrInvalid).
+func CheckSettleRequest(r SettleRequest) error {
+	switch r.Outcome {
+	case OutcomeCompleted, OutcomeFailed, OutcomeInterrupted, OutcomeCancelled:
+	default:
+		return fmt.Errorf("outcome %q is not one of completed, failed, interrupted, cancelled: %w", r.Outcome, ErrInvalid)
+	}
+	for i, m := range r.Messages {
+		if err := ValidateID("message transcript", m.Transcript); err != nil {
+			return err
+		}
+		switch m.Role {
+		case RoleUser, RoleAssistant, RoleNote:
+		default:
+			return fmt.Errorf("message %d: role %q is not one of user, assistant, note: %w", i+1, m.Role, ErrInvalid)
+		}
+	}
+	return nil
+}

@@ -21,6 +21,7 @@ var edgeTests = []suiteTest{
 	{name: "Edges/ExportGrantsNeverNull", fn: testExportGrantsNeverNull},
 	{name: "Edges/AdmitMalformed", fn: testAdmitMalformed},
 	{name: "Edges/ImportOutOfOrder", fn: testImportOutOfOrder},
+	{name: "Edges/SettleMalformed", fn: testSettleMalformed},
 }
 
 // An empty owner or principal is malformed (ValidateToken), never stored.
@@ -247,4 +248,44 @@ func testImportOutOfOrder(t *testing.T, s backend.Store) {
 	if ss, err := s.ListSessions(ctxOf(t)); err != nil || len(ss) != 0 {
 		t.Errorf("sessions after refused imports: %v, %v", ss, err)
 	}
+}
+
+// A settle with an outcome or message role outside the contract is
+// ErrInvalid; a message for a transcript of another session is
+// ErrNotFound (a session's settle writes only its own transcripts). Each
+// writes nothing: the admission stays running and settles afterwards.
+func testSettleMalformed(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	openSession(t, s, "s2")
+	l := acquire(t, s, "s1", "A", T0)
+	a := claim(t, s, l, human(t, s, "s1", "q").ID, T0)
+	req := func(mod func(r *backend.SettleRequest)) backend.SettleRequest {
+		r := backend.SettleRequest{Session: "s1", AdmissionID: a.ID, Epoch: a.Epoch, Generation: a.Generation,
+			Outcome: backend.OutcomeCompleted, Messages: turnMessages("s1", "q", "r"), Now: T0}
+		mod(&r)
+		return r
+	}
+	for what, c := range map[string]struct {
+		req  backend.SettleRequest
+		want error
+	}{
+		"no outcome":                   {req(func(r *backend.SettleRequest) { r.Outcome = "" }), backend.ErrInvalid},
+		"unknown outcome":              {req(func(r *backend.SettleRequest) { r.Outcome = "skipped" }), backend.ErrInvalid},
+		"unknown role":                 {req(func(r *backend.SettleRequest) { r.Messages[1].Role = "system" }), backend.ErrInvalid},
+		"bad transcript id":            {req(func(r *backend.SettleRequest) { r.Messages[0].Transcript = "bad id" }), backend.ErrInvalid},
+		"another session's transcript": {req(func(r *backend.SettleRequest) { r.Messages[1].Transcript = "s2" }), backend.ErrNotFound},
+		"unknown transcript":           {req(func(r *backend.SettleRequest) { r.Messages[1].Transcript = "nowhere" }), backend.ErrNotFound},
+	} {
+		_, err := s.Settle(ctxOf(t), c.req)
+		wantErr(t, "settle with "+what, err, c.want)
+	}
+	for _, tr := range []string{"s1", "s2"} {
+		if n := len(listMessages(t, s, tr)); n != 0 {
+			t.Errorf("refused settles wrote %d messages to %s", n, tr)
+		}
+	}
+	if got := getAdmission(t, s, a.ID); got.Status != backend.StatusRunning {
+		t.Errorf("after refused settles the admission is %s, want running", got.Status)
+	}
+	settleTurn(t, s, a, "r", T0)
 }

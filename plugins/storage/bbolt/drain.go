@@ -244,12 +244,10 @@ func (t *txn) checkRunning(op string, req backend.SettleRequest) (*bolt.Bucket, 
 	return sb, rec, a, nil
 }
 
-var validOutcomes = []backend.Outcome{backend.OutcomeCompleted, backend.OutcomeFailed, backend.OutcomeInterrupted, backend.OutcomeCancelled}
-
 // Settle ends an admission and appends its messages in one transaction.
 func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
-	if !slices.Contains(validOutcomes, req.Outcome) {
-		return backend.Admission{}, backend.Errorf(backend.ErrInvalid, "bbolt: settle %s: outcome %q", req.AdmissionID, req.Outcome)
+	if err := backend.CheckSettleRequest(req); err != nil {
+		return backend.Admission{}, fmt.Errorf("bbolt: settle %s: %w", req.AdmissionID, err)
 	}
 	now := nowOr(req.Now)
 	var out backend.Admission
@@ -277,6 +275,10 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 				continue
 			}
 			tr, err := t.transcript(m.Transcript)
+			if err == nil && tr.Session != req.Session {
+				// Only the session's own transcripts take its messages.
+				err = backend.Errorf(backend.ErrNotFound, "transcript %s of session %s", m.Transcript, req.Session)
+			}
 			if err != nil {
 				return fmt.Errorf("bbolt: settle %s: %w", req.AdmissionID, err)
 			}

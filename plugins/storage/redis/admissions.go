@@ -410,15 +410,10 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 	args := []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation,
 		map[bool]string{true: "1", false: "0"}[req.Direct], string(req.Outcome), string(req.Mode),
 		req.DeliveredTo, req.Error, nsOf(now)}
+	if err := backend.CheckSettleRequest(req); err != nil {
+		return backend.Admission{}, fmt.Errorf("redis: settle %s: %w", req.AdmissionID, err)
+	}
 	for _, m := range req.Messages {
-		if err := backend.ValidateID("transcript", m.Transcript); err != nil {
-			return backend.Admission{}, err
-		}
-		switch m.Role {
-		case backend.RoleUser, backend.RoleAssistant, backend.RoleNote:
-		default:
-			return backend.Admission{}, backend.Errorf(backend.ErrInvalid, "redis: settle %s: message role %q", req.AdmissionID, m.Role)
-		}
 		raw, err := encodeMessage(m.Role, m.Content, req.AdmissionID, now, m.Metadata)
 		if err != nil {
 			return backend.Admission{}, err
