@@ -135,23 +135,31 @@ func TestUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	_ = l.Close() // a closed port: connection refused
-	done := make(chan error, 1)
-	go func() {
-		_, err := open(t, "redis://u:pw-not-shown@127.0.0.1:"+strconv.Itoa(port)+"/0", backend.Options{Timeout: time.Second})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, backend.ErrUnavailable) {
-			t.Fatalf("closed port: error %v, want ErrUnavailable", err)
+	// Standalone, Cluster and Sentinel alike: unreachable is
+	// ErrUnavailable (exit 75), within the timeout, without the password.
+	for _, rawURL := range []string{
+		"redis://u:pw-not-shown@127.0.0.1:" + port + "/0",
+		"redis://u:pw-not-shown@127.0.0.1:" + port + "/0?cluster=1",
+		"redis://u:pw-not-shown@127.0.0.1:" + port + "/0?sentinel=mymaster",
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := open(t, rawURL, backend.Options{Timeout: time.Second})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, backend.ErrUnavailable) {
+				t.Errorf("%s: closed port: error %v, want ErrUnavailable", backend.Redact(rawURL), err)
+			}
+			if err != nil && strings.Contains(err.Error(), "pw-not-shown") {
+				t.Errorf("password in error: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: open of a closed port hangs (no bound)", backend.Redact(rawURL))
 		}
-		if strings.Contains(err.Error(), "pw-not-shown") {
-			t.Fatalf("password in error: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("open of a closed port hangs (no bound)")
 	}
 }
 
