@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -58,31 +59,35 @@ unknown or empty value exits 2.`,
 // filter parses --status and --outcome. Spaces around a value are
 // ignored; a flag given with no value (--status "", as an unset shell
 // variable gives) is refused rather than read as "every status".
-func (o *queueOptions) filter() (backend.AdmissionFilter, error) {
-	var f backend.AdmissionFilter
-	switch {
-	case o.statusSet && len(o.Statuses) == 0:
-		return f, backend.Errorf(backend.ErrInvalid, "--status is empty: want queued, running, unknown or done")
-	case o.outcomeSet && len(o.Outcomes) == 0:
-		return f, backend.Errorf(backend.ErrInvalid, "--outcome is empty: want completed, failed, interrupted or cancelled")
+func (o *queueOptions) filter() (f backend.AdmissionFilter, err error) {
+	f.Statuses, err = enumFlag("status", o.statusSet, o.Statuses,
+		backend.StatusQueued, backend.StatusRunning, backend.StatusUnknown, backend.StatusDone)
+	if err != nil {
+		return f, err
 	}
-	for _, s := range o.Statuses {
-		s = strings.TrimSpace(s)
-		switch st := backend.Status(s); st {
-		case backend.StatusQueued, backend.StatusRunning, backend.StatusUnknown, backend.StatusDone:
-			f.Statuses = append(f.Statuses, st)
-		default:
-			return f, backend.Errorf(backend.ErrInvalid, "status %q: want queued, running, unknown or done", s)
+	f.Outcomes, err = enumFlag("outcome", o.outcomeSet, o.Outcomes,
+		backend.OutcomeCompleted, backend.OutcomeFailed, backend.OutcomeInterrupted, backend.OutcomeCancelled)
+	return f, err
+}
+
+// enumFlag parses the values of a list flag, each one of allowed; set says
+// whether the flag was given at all.
+func enumFlag[T ~string](name string, set bool, values []string, allowed ...T) ([]T, error) {
+	words := make([]string, len(allowed))
+	for i, a := range allowed {
+		words[i] = string(a)
+	}
+	want := strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+	if set && len(values) == 0 {
+		return nil, backend.Errorf(backend.ErrInvalid, "--%s is empty: want %s", name, want)
+	}
+	var out []T
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if !slices.Contains(words, v) {
+			return nil, backend.Errorf(backend.ErrInvalid, "%s %q: want %s", name, v, want)
 		}
+		out = append(out, T(v))
 	}
-	for _, s := range o.Outcomes {
-		s = strings.TrimSpace(s)
-		switch oc := backend.Outcome(s); oc {
-		case backend.OutcomeCompleted, backend.OutcomeFailed, backend.OutcomeInterrupted, backend.OutcomeCancelled:
-			f.Outcomes = append(f.Outcomes, oc)
-		default:
-			return f, backend.Errorf(backend.ErrInvalid, "outcome %q: want completed, failed, interrupted or cancelled", s)
-		}
-	}
-	return f, nil
+	return out, nil
 }
