@@ -22,6 +22,7 @@ var edgeTests = []suiteTest{
 	{name: "Edges/AdmitMalformed", fn: testAdmitMalformed},
 	{name: "Edges/ImportOutOfOrder", fn: testImportOutOfOrder},
 	{name: "Edges/SettleMalformed", fn: testSettleMalformed},
+	{name: "Edges/GrantsAreASet", fn: testGrantsAreASet},
 }
 
 // An empty owner or principal is malformed (ValidateToken), never stored.
@@ -288,4 +289,31 @@ func testSettleMalformed(t *testing.T, s backend.Store) {
 		t.Errorf("after refused settles the admission is %s, want running", got.Status)
 	}
 	settleTurn(t, s, a, "r", T0)
+}
+
+// Grants are a set: listed sorted whatever order they were given in, and an
+// import of the same session with its grants in another order is a no-op
+// (an export of one store imports into another and back).
+func testGrantsAreASet(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	for _, p := range []string{"zed", "bob", "mia"} {
+		noErr(t, "grant "+p, s.Grant(ctxOf(t), "s1", p))
+	}
+	want := []string{"bob", "mia", "zed"}
+	diff(t, "grants of GetSession", want, getSession(t, s, "s1").Grants)
+	var rec *backend.SessionRecord
+	for _, r := range export(t, s) {
+		if r.Session != nil {
+			rec = r.Session
+		}
+	}
+	if rec == nil {
+		t.Fatal("export has no session")
+	}
+	diff(t, "exported grants", want, rec.Grants)
+	shuffled := *rec
+	shuffled.Grants = []string{"zed", "mia", "bob"}
+	noErr(t, "import the session with its grants in another order", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}))
+	shuffled.Grants = []string{"zed", "bob"}
+	wantErr(t, "import the session with a grant less", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}), backend.ErrConflict)
 }

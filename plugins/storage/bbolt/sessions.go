@@ -95,7 +95,7 @@ func (s *Store) Grant(ctx context.Context, session, principal string) error {
 		if rec.allowed(principal) {
 			return nil
 		}
-		rec.Grants = append(rec.Grants, principal)
+		rec.Grants = sortedGrants(append(rec.Grants, principal))
 		return t.putSession(sb, rec)
 	})
 }

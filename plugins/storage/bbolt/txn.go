@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -413,7 +414,7 @@ func (t *txn) sessionView(sb *bolt.Bucket, rec *sessionRec) (backend.Session, er
 		Viewers: t.liveViewers(sb, time.Now()), CreatedAt: utc(rec.CreatedAt),
 	}
 	if len(rec.Grants) > 0 {
-		s.Grants = append([]string(nil), rec.Grants...)
+		s.Grants = sortedGrants(rec.Grants)
 	}
 	if rec.LeaseHolder == "" {
 		s.LeaseExpiresAt = time.Time{}
@@ -424,6 +425,14 @@ func (t *txn) sessionView(sb *bolt.Bucket, rec *sessionRec) (backend.Session, er
 	}
 	s.Closed = tr.Ended()
 	return s, nil
+}
+
+// sortedGrants returns a sorted copy of grants, never nil: grants are a
+// set, listed in one order whatever order they were given in.
+func sortedGrants(grants []string) []string {
+	out := append([]string{}, grants...)
+	slices.Sort(out)
+	return out
 }
 
 func (r *sessionRec) allowed(principal string) bool {
