@@ -23,6 +23,7 @@ var edgeTests = []suiteTest{
 	{name: "Edges/ImportOutOfOrder", fn: testImportOutOfOrder},
 	{name: "Edges/SettleMalformed", fn: testSettleMalformed},
 	{name: "Edges/GrantsAreASet", fn: testGrantsAreASet},
+	{name: "Edges/ImportKeepsIndexesWhole", fn: testImportKeepsIndexesWhole},
 }
 
 // An empty owner or principal is malformed (ValidateToken), never stored.
@@ -316,4 +317,53 @@ func testGrantsAreASet(t *testing.T, s backend.Store) {
 	noErr(t, "import the session with its grants in another order", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}))
 	shuffled.Grants = []string{"zed", "bob"}
 	wantErr(t, "import the session with a grant less", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}), backend.ErrConflict)
+}
+
+// An import never breaks an index: a message that would leave a gap in its
+// transcript is ErrInvalid; an identity, a request id or a seq already held
+// by another admission of the session is ErrConflict, and the holder keeps
+// it.
+func testImportKeepsIndexesWhole(t *testing.T, s backend.Store) {
+	session := func(id string) backend.Record {
+		return backend.Record{Session: &backend.SessionRecord{ID: id, Owner: Owner, Grants: []string{}, CurrentTranscript: id, NextSeq: 1, CreatedAt: T0}}
+	}
+	transcript := func(id string) backend.Record {
+		return backend.Record{Transcript: &backend.Transcript{ID: id, Session: id, CreatedAt: T0}}
+	}
+	adm := func(session, id string, seq uint64, mod func(a *backend.Admission)) backend.Record {
+		a := &backend.Admission{ID: id, Session: session, Seq: seq, Kind: backend.KindAutomation, Producer: Producer,
+			Principal: Owner, Identities: []string{"i-" + id}, Payload: Payload(id), PinnedTarget: session,
+			Status: backend.StatusQueued, AdmittedAt: T0}
+		mod(a)
+		return backend.Record{Admission: a}
+	}
+	same := func(*backend.Admission) {}
+
+	err := s.Import(ctxOf(t), []backend.Record{session("g"), transcript("g"),
+		{Message: &backend.Message{Transcript: "g", Seq: 2, Role: backend.RoleNote, Content: "after a gap", CreatedAt: T0}}})
+	wantErr(t, "import a message after a gap", err, backend.ErrInvalid)
+
+	noErr(t, "import a session", s.Import(ctxOf(t), []backend.Record{session("s1"), transcript("s1"),
+		adm("s1", "a1", 1, func(a *backend.Admission) { a.Identities = []string{"shared"} }),
+		adm("s1", "h1", 2, func(a *backend.Admission) {
+			a.Kind, a.Producer, a.Identities, a.RequestID, a.PinnedTarget = backend.KindHuman, "", nil, "rq", ""
+		}),
+	}))
+	for what, r := range map[string]backend.Record{
+		"an identity held by another admission": adm("s1", "a2", 3, func(a *backend.Admission) { a.Identities = []string{"shared"} }),
+		"a request id held by another admission": adm("s1", "h2", 4, func(a *backend.Admission) {
+			a.Kind, a.Producer, a.Identities, a.RequestID, a.PinnedTarget = backend.KindHuman, "", nil, "rq", ""
+		}),
+		"a seq held by another admission": adm("s1", "a3", 1, same),
+	} {
+		wantErr(t, "import "+what, s.Import(ctxOf(t), []backend.Record{r}), backend.ErrConflict)
+	}
+	if a, err := s.FindIdentity(ctxOf(t), "s1", "shared"); err != nil || a.ID != "a1" {
+		t.Errorf("identity shared after refused imports: %+v, %v; want admission a1", a, err)
+	}
+	res := admit1(t, s, backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, RequestID: "rq", Payload: Payload("h1")})
+	noErr(t, "request id after refused imports", res.Err)
+	if res.Result != backend.ResultDuplicate || res.Admission.ID != "h1" {
+		t.Errorf("request id rq after refused imports: %s %s, want a duplicate of h1", res.Result, res.Admission.ID)
+	}
 }

@@ -134,6 +134,8 @@ func (t *txn) importTranscript(r *backend.Transcript) error {
 	tr := *r
 	tr.EndedAt, tr.CreatedAt = utc(tr.EndedAt), utc(tr.CreatedAt)
 	if old, err := t.transcript(r.ID); err == nil {
+		// Counters are derived from the messages, not content.
+		tr.MessageCount, tr.NoteCount = old.MessageCount, old.NoteCount
 		if !sameJSON(old, &tr) {
 			return backend.Errorf(backend.ErrConflict, "transcript %s exists with other content", r.ID)
 		}
@@ -143,6 +145,9 @@ func (t *txn) importTranscript(r *backend.Transcript) error {
 	if sb == nil {
 		return backend.Errorf(backend.ErrInvalid, "transcript %s: session %s not imported before it", tr.ID, tr.Session)
 	}
+	// The counters grow as its messages are imported, so they always
+	// count the messages the store holds.
+	tr.MessageCount, tr.NoteCount = 0, 0
 	return t.createTranscript(sb, &tr)
 }
 
@@ -170,8 +175,18 @@ func (t *txn) importMessage(r *backend.Message) error {
 		}
 		return nil
 	}
-	t.touch(tr.Session)
-	return mb.Put(u64(m.Seq), v)
+	last, _ := mb.Cursor().Last()
+	if next := fromU64(last) + 1; m.Seq != next {
+		return backend.Errorf(backend.ErrInvalid, "message %d of transcript %s: the next message seq is %d", m.Seq, m.Transcript, next)
+	}
+	if err := mb.Put(u64(m.Seq), v); err != nil {
+		return err
+	}
+	tr.MessageCount++
+	if m.Role == backend.RoleNote {
+		tr.NoteCount++
+	}
+	return t.putTranscript(tr)
 }
 
 func (t *txn) importAdmission(r *backend.Admission) error {
@@ -195,6 +210,18 @@ func (t *txn) importAdmission(r *backend.Admission) error {
 	}
 	if sb.Bucket(subAdmissions).Get(u64(a.Seq)) != nil {
 		return backend.Errorf(backend.ErrConflict, "admission %s: seq %d of session %s is another admission", a.ID, a.Seq, a.Session)
+	}
+	if a.Kind == string(backend.KindAutomation) {
+		for _, ident := range a.Identities {
+			if holder := sb.Bucket(subIdentities).Get([]byte(ident)); holder != nil {
+				return backend.Errorf(backend.ErrConflict, "admission %s: identity %q is held by admission %s", a.ID, ident, holder)
+			}
+		}
+	}
+	if a.Kind == string(backend.KindHuman) && a.RequestID != "" {
+		if holder := sb.Bucket(subRequests).Get(requestKey(a.Principal, a.RequestID)); holder != nil {
+			return backend.Errorf(backend.ErrConflict, "admission %s: request id %q is held by admission %s", a.ID, a.RequestID, holder)
+		}
 	}
 	if a.Seq >= rec.NextSeq {
 		rec.NextSeq = a.Seq + 1
