@@ -159,7 +159,8 @@ type Store interface {
 	Subscribe(ctx context.Context) (<-chan string, error)
 
 	// Export calls fn with every record of the store: for each session (by
-	// id) the session, then its transcripts, messages and admissions.
+	// id) the session, then its transcripts by id, each followed by its
+	// messages in seq order, then its admissions in seq order.
 	Export(ctx context.Context, fn func(Record) error) error
 
 	// Import writes records as Export produced them, keeping ids, seqs,

@@ -24,6 +24,7 @@ var edgeTests = []suiteTest{
 	{name: "Edges/SettleMalformed", fn: testSettleMalformed},
 	{name: "Edges/GrantsAreASet", fn: testGrantsAreASet},
 	{name: "Edges/ImportKeepsIndexesWhole", fn: testImportKeepsIndexesWhole},
+	{name: "Edges/ExportOrder", fn: testExportOrder},
 }
 
 // An empty owner or principal is malformed (ValidateToken), never stored.
@@ -366,4 +367,27 @@ func testImportKeepsIndexesWhole(t *testing.T, s backend.Store) {
 	if res.Result != backend.ResultDuplicate || res.Admission.ID != "h1" {
 		t.Errorf("request id rq after refused imports: %s %s, want a duplicate of h1", res.Result, res.Admission.ID)
 	}
+}
+
+// Export writes, for each session by id, the session, then its transcripts
+// by id, each followed by its messages in seq order, then its admissions by
+// seq: one order whatever the store, so two exports compare line by line.
+func testExportOrder(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	_, err := s.Switch(ctxOf(t), "s1", "a-branch", at(time.Minute))
+	noErr(t, "switch", err)
+	_, err = s.Compress(ctxOf(t), "s1", "0-child", at(2*time.Minute))
+	noErr(t, "compress", err)
+	openSession(t, s, "r0")
+	var got []string
+	for _, r := range export(t, s) {
+		switch {
+		case r.Session != nil:
+			got = append(got, "session "+r.Session.ID)
+		case r.Transcript != nil:
+			got = append(got, "transcript "+r.Transcript.ID)
+		}
+	}
+	want := []string{"session r0", "transcript r0", "session s1", "transcript 0-child", "transcript a-branch", "transcript s1"}
+	diff(t, "export order", want, got)
 }

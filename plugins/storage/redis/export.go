@@ -10,8 +10,8 @@ import (
 )
 
 // Export calls fn with every record: for each session by id, the session,
-// its transcripts (in creation order) each followed by its messages, then
-// its admissions by seq.
+// its transcripts by id each followed by its messages, then its admissions
+// by seq (the order of every store).
 func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error {
 	sessions, err := s.ListSessions(ctx)
 	if err != nil {
@@ -35,26 +35,17 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 		if err != nil {
 			return err
 		}
-		type ordered struct {
-			t backend.Transcript
-			n int64
-		}
-		list := make([]ordered, 0, len(trs))
+		list := make([]backend.Transcript, 0, len(trs))
 		for _, raw := range trs {
-			t, n, err := decodeTranscript(raw)
+			t, _, err := decodeTranscript(raw)
 			if err != nil {
 				return err
 			}
-			list = append(list, ordered{t, n})
+			list = append(list, t)
 		}
-		sort.Slice(list, func(i, j int) bool {
-			if list[i].n != list[j].n {
-				return list[i].n < list[j].n
-			}
-			return list[i].t.ID < list[j].t.ID
-		})
-		for _, o := range list {
-			t := o.t
+		sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
+		for i := range list {
+			t := list[i]
 			if err := fn(backend.Record{Transcript: &t}); err != nil {
 				return err
 			}
