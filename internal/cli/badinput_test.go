@@ -295,6 +295,9 @@ func TestDrainWithoutHandler(t *testing.T) {
 	before := e.export()
 	r := e.run("drain", "s1").wantExit(t, ExitUsage)
 	contains(t, "stderr", r.err, "handler")
+	if r := e.run("-o", "json", "drain", "s1").wantExit(t, ExitUsage); r.out != "" {
+		t.Fatalf("-o json drain without handler: stdout %q, want empty", r.out)
+	}
 	if after := e.export(); after != before {
 		t.Fatalf("store changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}

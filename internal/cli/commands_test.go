@@ -217,6 +217,17 @@ func TestDrainLeaseAndUnknown(t *testing.T) {
 	}
 	r := e.run(append([]string{"drain", "s1", "--"}, h...)...).wantExit(t, ExitFenced)
 	contains(t, "stderr", r.err, "lease")
+	// A drain that never took the lease has no report: stdout stays empty.
+	for _, o := range []string{"json", "jsonl"} {
+		r = e.run(append([]string{"-o", o, "drain", "s1", "--"}, h...)...).wantExit(t, ExitFenced)
+		contains(t, "stderr", r.err, `{"error":"fenced"`)
+		if r.out != "" {
+			t.Fatalf("-o %s drain with the lease held: stdout %q, want empty", o, r.out)
+		}
+	}
+	if r = e.run(append([]string{"-o", "json", "drain", "s1", "s2", "--"}, h...)...).wantExit(t, ExitFenced); strings.TrimSpace(r.out) != "[]" {
+		t.Fatalf("-o json drain s1 s2 with s1's lease held and s2 unknown: stdout %q, want []", r.out)
+	}
 	// Its lease expires: the next drainer recovers the admission as
 	// unknown and pauses on it.
 	l2, err := st.AcquireLease(ctx, backend.LeaseRequest{Session: "s1", Holder: "ghost2", TTL: time.Minute, Now: now.Add(2 * time.Hour)})

@@ -53,7 +53,8 @@ or 143 (SIGTERM); with -o json the error object's code is "unavailable"
 
 Prints what it executed, one line each: "turn|note|failed <admission> seq N
 -> <transcript>"; with -o json the drain report (an array of reports with
---all or several sessions). Progress goes to stderr when it is a terminal,
+--all or several sessions). A drain that could not take its session's lease
+(held by another drainer, no handler for the head) prints no report. Progress goes to stderr when it is a terminal,
 and always with --follow.`,
 		Example: `  hermesq drain s1 -- ./agent.sh --fast
   hermesq drain --all --max 100
@@ -234,7 +235,17 @@ func drainSessions(ctx context.Context, svc *admission.Service, sessions []strin
 	return reports, nil
 }
 
-func printReports(p *printer, reports []admission.DrainReport, single bool) error {
+// printReports prints what the drains executed. A drain that never took
+// its session's lease (held by another drainer, no handler for the head,
+// unknown session) did nothing and has no report: stdout stays empty and
+// the error says why.
+func printReports(p *printer, all []admission.DrainReport, single bool) error {
+	var reports []admission.DrainReport
+	for _, r := range all {
+		if r.Epoch != 0 || len(r.Executed) > 0 {
+			reports = append(reports, r)
+		}
+	}
 	if p.text() {
 		for _, r := range reports {
 			for _, a := range r.Executed {
@@ -245,7 +256,10 @@ func printReports(p *printer, reports []admission.DrainReport, single bool) erro
 		}
 		return nil
 	}
-	if single && len(reports) == 1 {
+	if single {
+		if len(reports) == 0 {
+			return nil
+		}
 		return p.object(reportJSON(reports[0]), nil)
 	}
 	out := make([]drainReportJSON, 0, len(reports))
