@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -45,7 +46,7 @@ jsonl, one message object a line (the stream has no end to close an array).`,
 		},
 	}
 	cmd.Flags().StringVar(&o.EndReason, "end-reason", "", "close the session with this reason when detaching: "+strings.Join(backend.CloseReasons, ", "))
-	cmd.Flags().DurationVar(&o.TTL, "ttl", defaultViewerTTL, "viewer lease TTL")
+	cmd.Flags().DurationVar(&o.TTL, "ttl", defaultViewerTTL, "viewer lease TTL, renewed every third of it, at least 100ms")
 	_ = cmd.RegisterFlagCompletionFunc("end-reason", fixedCompletion(backend.CloseReasons...))
 	return cmd
 }
@@ -61,8 +62,8 @@ func runAttach(ctx context.Context, o *attachOptions) error {
 	if o.EndReason != "" && !slices.Contains(backend.CloseReasons, o.EndReason) {
 		return backend.Errorf(backend.ErrInvalid, "end reason %q: want one of %s", o.EndReason, strings.Join(backend.CloseReasons, ", "))
 	}
-	if o.TTL <= 0 {
-		return backend.Errorf(backend.ErrInvalid, "attach --ttl %s: must be positive", o.TTL)
+	if o.TTL < admission.MinLease {
+		return backend.Errorf(backend.ErrInvalid, "attach --ttl %s: must be at least %s", o.TTL, admission.MinLease)
 	}
 	svc, err := o.f.Admission()
 	if err != nil {

@@ -60,6 +60,8 @@ func TestBadInputLeavesStoreUnchanged(t *testing.T) {
 		{"bad queue status", "", []string{"queue", "s1", "--status", "waiting"}, ExitUsage, "waiting"},
 		{"bad resolve", "", []string{"resolve", "abc", "--as", "done"}, ExitUsage, "done"},
 		{"bad on-unknown", "", []string{"drain", "s1", "--on-unknown", "ignore"}, ExitUsage, "ignore"},
+		{"drain lease too short", "", []string{"drain", "s1", "--lease", "2ns", "--", "true"}, ExitUsage, "lease"},
+		{"attach ttl too short", "", []string{"attach", "s1", "--ttl", "2ns"}, ExitUsage, "ttl"},
 		{"drain nothing", "", []string{"drain"}, ExitUsage, "--all"},
 		{"drain both", "", []string{"drain", "s1", "--all"}, ExitUsage, "--all"},
 		{"bad compression child", "", []string{"session", "compress", "s1", "--child", "no spaces"}, ExitUsage, "transcript"},

@@ -73,7 +73,7 @@ and always with --follow.`,
 	fl.IntVar(&o.Max, "max", 0, "execute at most N admissions per session (0: no bound)")
 	fl.BoolVar(&o.Follow, "follow", false, "keep draining as inputs arrive, until SIGINT or SIGTERM")
 	fl.BoolVar(&o.Wait, "wait", false, "wait for a drain lease held by another drainer instead of exiting 5")
-	fl.Duration("lease", 0, "drain lease TTL, renewed while working (config drain.lease; default 30s)")
+	fl.Duration("lease", 0, "drain lease TTL, renewed while working, at least 100ms (config drain.lease; default 30s)")
 	fl.Duration("handler-timeout", 0, "kill a turn's handler after this long; the turn fails (config handler.timeout; default none)")
 	fl.String("on-unknown", "pause", "what to do with an admission left unknown by a lost drainer: pause (exit 6), requeue or interrupt (config drain.on_unknown)")
 	fl.IntVar(&o.Parallel, "parallel", 1, "with --all or several sessions: how many sessions to drain at once")

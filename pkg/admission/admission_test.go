@@ -333,6 +333,8 @@ func TestDrainOptionsValidated(t *testing.T) {
 	bad := []admission.DrainOptions{
 		{OnUnknown: "ignore"},
 		{Lease: -1},
+		{Lease: 2},
+		{Lease: admission.MinLease - 1},
 		{Max: -1},
 		{Grace: -1},
 		{Handler: &admission.Handler{}},

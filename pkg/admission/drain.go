@@ -44,6 +44,11 @@ type DrainOptions struct {
 // DefaultLease is the drain lease TTL when DrainOptions.Lease is zero.
 const DefaultLease = 30 * time.Second
 
+// MinLease is the shortest drain lease (and viewer lease with a heartbeat)
+// accepted: a lease is renewed every third of its TTL, and one much shorter
+// than a store round trip would lapse between renewals.
+const MinLease = 100 * time.Millisecond
+
 var (
 	// ErrNoHandler: a turn is due and no handler is configured. The
 	// admission stays queued (exit 2).
@@ -125,6 +130,9 @@ func (o DrainOptions) normalise() (DrainOptions, error) {
 	}
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
+	}
+	if o.Lease < MinLease {
+		return o, invalidf("drain lease %s is shorter than %s", o.Lease, MinLease)
 	}
 	if o.Max < 0 {
 		return o, invalidf("max %d is negative", o.Max)
