@@ -25,6 +25,7 @@ var edgeTests = []suiteTest{
 	{name: "Edges/GrantsAreASet", fn: testGrantsAreASet},
 	{name: "Edges/ImportKeepsIndexesWhole", fn: testImportKeepsIndexesWhole},
 	{name: "Edges/ExportOrder", fn: testExportOrder},
+	{name: "Edges/AdmissionIDs", fn: testAdmissionIDs},
 }
 
 // An empty owner or principal is malformed (ValidateToken), never stored.
@@ -390,4 +391,65 @@ func testExportOrder(t *testing.T, s backend.Store) {
 	}
 	want := []string{"session r0", "transcript r0", "session s1", "transcript 0-child", "transcript a-branch", "transcript s1"}
 	diff(t, "export order", want, got)
+}
+
+// An admission id names one admission in the whole store. A request re-sent
+// with its id (its reply was lost) finds its admission as a duplicate; any
+// other request with a taken id is ErrConflict naming the id, and writes
+// nothing. A claim names an admission of its own session, else ErrNotFound.
+func testAdmissionIDs(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	openSession(t, s, "s2")
+	const id = "00112233445566778899aabbccddeeff"
+	req := autoReq("s1", "once", "e1", "e2")
+	req.ID = id
+	first := admit1(t, s, req)
+	noErr(t, "admit with an id", first.Err)
+	if first.Admission.ID != id {
+		t.Fatalf("admission id %q, want %q", first.Admission.ID, id)
+	}
+	again := admit1(t, s, req)
+	noErr(t, "the same request re-sent", again.Err)
+	if again.Result != backend.ResultDuplicate || again.Admission.ID != id {
+		t.Errorf("the same request re-sent: %s %s, want a duplicate of %s", again.Result, again.Admission.ID, id)
+	}
+	diff(t, "re-sent identities", map[string]string{"e1": backend.ResultDuplicate, "e2": backend.ResultDuplicate}, again.Identities)
+	diff(t, "re-sent admission", first.Admission, again.Admission)
+
+	other := autoReq("s1", "another payload", "e3")
+	other.ID = id
+	elsewhere := req
+	elsewhere.Session = "s2"
+	elsewhere.Identities = []string{"e4"}
+	for what, r := range map[string]backend.AdmitRequest{"another request": other, "a request to another session": elsewhere} {
+		res := admit1(t, s, r)
+		wantErr(t, "admission id taken, by "+what, res.Err, backend.ErrConflict)
+		if !strings.Contains(res.Err.Error(), id) {
+			t.Errorf("%s: conflict %q does not name the id", what, res.Err)
+		}
+	}
+	if n := len(listAdmissions(t, s, "s2", backend.AdmissionFilter{})); n != 0 {
+		t.Errorf("a refused id wrote %d admissions to s2", n)
+	}
+	if n := len(listAdmissions(t, s, "s1", backend.AdmissionFilter{})); n != 1 {
+		t.Errorf("s1 has %d admissions, want 1", n)
+	}
+	if a := getAdmission(t, s, id); a.Session != "s1" || a.Text() != "once" {
+		t.Errorf("admission %s after refused reuses: %+v", id, a)
+	}
+	for _, ident := range []string{"e3", "e4"} {
+		if _, err := s.FindIdentity(ctxOf(t), "", ident); err == nil {
+			t.Errorf("a refused request holds identity %s", ident)
+		}
+	}
+
+	l1 := acquire(t, s, "s1", "A", T0)
+	l2 := acquire(t, s, "s2", "A", T0)
+	_, err := s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: "no-such-admission", Epoch: l1.Epoch, Mode: backend.ModeTurn, Now: T0})
+	wantErr(t, "claim an unknown admission", err, backend.ErrNotFound)
+	_, err = s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s2", AdmissionID: id, Epoch: l2.Epoch, Mode: backend.ModeTurn, Now: T0})
+	wantErr(t, "claim another session's admission", err, backend.ErrNotFound)
+	if a := getAdmission(t, s, id); a.Status != backend.StatusQueued {
+		t.Errorf("refused claims moved the admission to %s", a.Status)
+	}
 }

@@ -61,7 +61,24 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 		return res, fmt.Errorf("bbolt: admit to session %s: %w", r.Session, err)
 	}
 	if t.tx.Bucket(bucketAdmissions).Get([]byte(r.ID)) != nil {
-		return fail(backend.ErrConflict, "admission id %s exists", r.ID)
+		// A request re-sent after its reply was lost (same id, session,
+		// kind, principal and payload) finds its own admission, as a
+		// duplicate; any other use of a taken id is refused.
+		_, _, old, err := t.admission(r.ID)
+		if err != nil {
+			return res, err
+		}
+		if old.Session != r.Session || old.Kind != string(r.Kind) || old.Principal != r.Principal || old.Payload != string(r.Payload) {
+			return fail(backend.ErrConflict, "admission id %s is taken by another request", r.ID)
+		}
+		res.Result, res.Admission, res.Duplicates = backend.ResultDuplicate, old.admission(), []string{old.ID}
+		if len(r.Identities) > 0 {
+			res.Identities = map[string]string{}
+			for _, ident := range r.Identities {
+				res.Identities[ident] = backend.ResultDuplicate
+			}
+		}
+		return res, nil
 	}
 	now := nowOr(r.Now)
 	sb, rec, err := t.session(r.Session)

@@ -183,11 +183,15 @@ func (t *txn) checkHead(op string, sb *bolt.Bucket, rec *sessionRec, id string, 
 	if rec.Running+rec.Unknown > 0 {
 		return nil, fmt.Errorf("bbolt: %s %s: session %s has %d running, %d unknown: %w", op, id, rec.ID, rec.Running, rec.Unknown, backend.ErrBusy)
 	}
+	session, _, err := t.locate(id)
+	if err != nil && backend.CodeOf(err) != backend.CodeNotFound {
+		return nil, err
+	}
+	if err != nil || session != rec.ID {
+		return nil, backend.Errorf(backend.ErrNotFound, "bbolt: %s %s: no such admission in session %s", op, id, rec.ID)
+	}
 	seq := t.head(sb)
 	if seq == 0 {
-		if _, _, err := t.locate(id); err != nil {
-			return nil, err
-		}
 		return nil, fmt.Errorf("bbolt: %s %s: session %s has nothing queued: %w", op, id, rec.ID, backend.ErrNotHead)
 	}
 	a, err := t.admissionAt(sb, seq)
@@ -195,9 +199,6 @@ func (t *txn) checkHead(op string, sb *bolt.Bucket, rec *sessionRec, id string, 
 		return nil, err
 	}
 	if a.ID != id {
-		if _, _, err := t.locate(id); err != nil {
-			return nil, err
-		}
 		return nil, fmt.Errorf("bbolt: %s %s: the head of session %s is %s: %w", op, id, rec.ID, a.ID, backend.ErrNotHead)
 	}
 	return a, nil

@@ -60,21 +60,51 @@ func (s *Store) checkAdmit(req *backend.AdmitRequest) error {
 }
 
 // writeLookups writes the global lookups of admissions of session sid
-// before the script that creates them: admission id → session, and each
-// identity → the sessions that may hold it. Idempotent; an entry whose
-// script then refuses is an orphan that every lookup verifies.
-func (s *Store) writeLookups(ctx context.Context, op, sid string, adms []backend.AdmitRequest) error {
+// before the script that creates them: admission id → session (SET NX), and
+// each identity → the sessions that may hold it. Idempotent; an entry whose
+// script then refuses is an orphan that every lookup verifies, and that a
+// later claim of the id takes over. It returns the ids another session
+// holds (id → that session): those admissions must not be written.
+func (s *Store) writeLookups(ctx context.Context, op, sid string, adms []backend.AdmitRequest) (map[string]string, error) {
 	pipe := s.client.Pipeline()
-	for _, a := range adms {
-		pipe.Set(ctx, s.k.admissionOwner(a.ID), sid, 0)
+	claims := make([]*goredis.BoolCmd, len(adms))
+	for i, a := range adms {
+		claims[i] = pipe.SetNX(ctx, s.k.admissionOwner(a.ID), sid, 0)
 		for _, id := range a.Identities {
 			pipe.SAdd(ctx, s.k.identityOwners(id), sid)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return s.wrap(op, err)
+		return nil, s.wrap(op, err)
 	}
-	return nil
+	var taken map[string]string
+	for i, a := range adms {
+		if claims[i].Val() {
+			continue
+		}
+		owner, err := s.client.Get(ctx, s.k.admissionOwner(a.ID)).Result()
+		if err != nil && err != goredis.Nil {
+			return nil, s.wrap(op, err)
+		}
+		if owner == sid {
+			continue
+		}
+		held, err := s.client.HExists(ctx, s.k.admissions(owner), a.ID).Result()
+		if err != nil {
+			return nil, s.wrap(op, err)
+		}
+		if held {
+			if taken == nil {
+				taken = map[string]string{}
+			}
+			taken[a.ID] = owner
+			continue
+		}
+		if err := s.client.Set(ctx, s.k.admissionOwner(a.ID), sid, 0).Err(); err != nil {
+			return nil, s.wrap(op, err)
+		}
+	}
+	return taken, nil
 }
 
 // admitSession commits requests to one session in one script.
@@ -87,8 +117,21 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 		}
 		create = create || (reqs[i].Kind == backend.KindHuman && reqs[i].CreateSession)
 	}
-	if err := s.writeLookups(ctx, op, sid, reqs); err != nil {
+	out := make([]backend.AdmitResult, len(reqs))
+	taken, err := s.writeLookups(ctx, op, sid, reqs)
+	if err != nil {
 		return nil, err
+	}
+	var run []int // the requests the script commits
+	for i, req := range reqs {
+		if holder, ok := taken[req.ID]; ok {
+			out[i].Err = backend.Errorf(backend.ErrConflict, "redis: admit to session %s: admission id %s is taken by session %s", sid, req.ID, holder)
+			continue
+		}
+		run = append(run, i)
+	}
+	if len(run) == 0 {
+		return out, nil
 	}
 	if create {
 		n, err := s.client.Exists(ctx, s.k.session(sid)).Result()
@@ -111,7 +154,8 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 		return "0"
 	}
 	args := []any{s.k.changes(), sid}
-	for _, req := range reqs {
+	for _, i := range run {
+		req := reqs[i]
 		args = append(args, req.ID, string(req.Kind), req.Producer, req.Principal,
 			req.RequestID, string(req.Payload), req.PinnedTarget, req.ReplayOf,
 			flag(req.CreateSession), flag(req.Reopen), nsOf(nowOr(req.Now)), len(req.Identities))
@@ -127,16 +171,15 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 	if err != nil {
 		return nil, s.wrap(op, err)
 	}
-	if len(r) != len(reqs) {
-		return nil, errInternalf("%s: %d replies for %d requests", op, len(r), len(reqs))
+	if len(r) != len(run) {
+		return nil, errInternalf("%s: %d replies for %d requests", op, len(r), len(run))
 	}
-	out := make([]backend.AdmitResult, len(reqs))
-	for i, req := range reqs {
-		one, _ := r[i].([]any)
+	for j, i := range run {
+		one, _ := r[j].([]any)
 		if len(one) == 0 {
-			return nil, errInternalf("%s: bad reply %v", op, r[i])
+			return nil, errInternalf("%s: bad reply %v", op, r[j])
 		}
-		res, err := s.admitResult(req, one)
+		res, err := s.admitResult(reqs[i], one)
 		if err != nil {
 			if backend.CodeOf(err) == backend.CodeInternal {
 				return nil, err
@@ -158,6 +201,9 @@ func (s *Store) admitResult(req backend.AdmitRequest, r []any) (backend.AdmitRes
 	case "conflict":
 		return backend.AdmitResult{}, backend.Errorf(backend.ErrConflict,
 			"redis: admit to session %s: request id %q was used with another payload by admission %s", sid, req.RequestID, detail)
+	case "id_taken":
+		return backend.AdmitResult{}, backend.Errorf(backend.ErrConflict,
+			"redis: admit to session %s: admission id %s is taken by another request", sid, detail)
 	case "closed":
 		return backend.AdmitResult{}, backend.Errorf(backend.ErrClosed,
 			"redis: admit to session %s: its current transcript %s is closed (reopen it to admit)", sid, detail)

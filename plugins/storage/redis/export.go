@@ -175,8 +175,12 @@ func (s *Store) importAdmission(ctx context.Context, a *backend.Admission) error
 	if err := notImportedBefore(s.requireSession(ctx, a.Session), "admission "+a.ID, "session "+a.Session); err != nil {
 		return err
 	}
-	if err := s.writeLookups(ctx, "import admission "+a.ID, a.Session, []backend.AdmitRequest{{ID: a.ID, Identities: a.Identities}}); err != nil {
+	taken, err := s.writeLookups(ctx, "import admission "+a.ID, a.Session, []backend.AdmitRequest{{ID: a.ID, Identities: a.Identities}})
+	if err != nil {
 		return err
+	}
+	if holder, ok := taken[a.ID]; ok {
+		return backend.Errorf(backend.ErrConflict, "redis: import admission %s of session %s: session %s holds that id", a.ID, a.Session, holder)
 	}
 	rec, err := json.Marshal(recOf(*a))
 	if err != nil {

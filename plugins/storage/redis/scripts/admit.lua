@@ -16,6 +16,7 @@
 --   result: admitted | duplicate | coalesced
 -- or {'not_found'} (no session), {'forbidden'} (principal not owner nor granted),
 -- {'conflict', admission id} (request id reused with another payload),
+-- {'id_taken', admission id} (the new admission id names another request),
 -- {'closed', current transcript}.
 local sid = ARGV[2]
 local changed = false
@@ -28,9 +29,15 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
       redis.call('HGET', KEYS[6], adm_id) or '', differs and '1' or '0', table.concat(dups, '\0'), idres}
   end
 
-  -- A request re-sent after its reply was lost finds its own admission.
+  -- A request re-sent after its reply was lost (same id, kind, principal
+  -- and payload) finds its own admission, as a duplicate; any other use of
+  -- a taken id is refused.
   if redis.call('HEXISTS', KEYS[4], id) == 1 then
-    return reply('admitted', id, false, {}, '')
+    local old = getrec(KEYS[4], id)
+    if old.kind ~= kind or old.principal ~= principal or redis.call('HGET', KEYS[5], id) ~= payload then
+      return {'id_taken', id}
+    end
+    return reply('duplicate', id, false, {id}, string.rep('d', #idents))
   end
 
   local s = hgetall(KEYS[1])

@@ -5,13 +5,15 @@
 -- KEYS[6] payloads hash   KEYS[7] identity_lists hash
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] epoch   ARGV[5] mode   ARGV[6] delivered_to   ARGV[7] now (ns)
--- Returns {'ok', record, payload, identity list} or {'not_found'}, {'fenced'} (epoch not current),
--- {'busy'} (an admission is running or unknown), {'not_head'}.
+-- Returns {'ok', record, payload, identity list} or {'not_found'} (no session, or
+-- no such admission in it), {'fenced'} (epoch not current), {'busy'} (an
+-- admission is running or unknown), {'not_head'}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 local epoch = tonumber(ARGV[4])
 if tonumber(s.epoch) ~= epoch then return {'fenced'} end
 if busy(KEYS[4], KEYS[5]) then return {'busy'} end
+if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 0 then return {'not_found'} end
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)
 if head[1] ~= ARGV[3] then return {'not_head'} end
 local rec = getrec(KEYS[2], ARGV[3])
