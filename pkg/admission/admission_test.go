@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/hermesq/hermesq/pkg/admission"
@@ -373,6 +374,30 @@ func TestHandlerThatCannotStart(t *testing.T) {
 	}
 	if a.Status != backend.StatusQueued {
 		t.Errorf("admission %s after a handler that cannot start, want queued", a.Status)
+	}
+}
+
+// A handler timeout runs from the handler's start: however short, it fails
+// the turn ("timeout"), never reads as a handler that cannot be started.
+func TestHandlerTimeoutShorterThanStart(t *testing.T) {
+	ctx := context.Background()
+	st := newBolt(t)
+	svc := &admission.Service{Store: st}
+	r, err := svc.Admit(ctx, admission.Input{Session: "s1", Text: "hi", Principal: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &admission.Handler{Argv: []string{"sh", "-c", "cat >/dev/null; exec sleep 60"}, Timeout: time.Nanosecond}
+	rep, err := svc.Drain(ctx, "s1", admission.DrainOptions{Handler: h})
+	if !errors.Is(err, backend.ErrAttention) || rep.Failed != 1 {
+		t.Errorf("drain: %v (%d failed), want attention with 1 failed turn", err, rep.Failed)
+	}
+	a, err := st.GetAdmission(ctx, r.Admission.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Outcome != backend.OutcomeFailed || !strings.Contains(a.Error, "timeout") {
+		t.Errorf("admission %s/%s error %q, want done/failed with a timeout", a.Status, a.Outcome, a.Error)
 	}
 }
 

@@ -108,26 +108,6 @@ func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnIn
 	}
 	runCtx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	if h.Timeout > 0 {
-		t := time.AfterFunc(h.Timeout, func() { cancel(errTimeout) })
-		defer t.Stop()
-	}
-	finished := make(chan struct{})
-	defer close(finished)
-	go func() {
-		select {
-		case <-finished:
-			return
-		case <-stop.Done():
-		}
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-finished:
-		case <-t.C:
-			cancel(errGrace)
-		}
-	}()
 
 	cmd := exec.CommandContext(runCtx, h.Argv[0], h.Argv[1:]...)
 	cmd.Stdin = bytes.NewReader(stdin)
@@ -149,6 +129,30 @@ func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnIn
 	if err := cmd.Start(); err != nil {
 		return turnResult{}, fmt.Errorf("start handler %q: %s: %w", h.Argv[0], oneLine(err), backend.ErrInvalid)
 	}
+	// The timeout and the grace run from the start of the process, never
+	// before it: a start they cancelled would read as a handler that cannot
+	// be started (a configuration error, the turn given back) instead of
+	// the turn timing out or being interrupted.
+	if h.Timeout > 0 {
+		t := time.AfterFunc(h.Timeout, func() { cancel(errTimeout) })
+		defer t.Stop()
+	}
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-finished:
+			return
+		case <-stop.Done():
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-finished:
+		case <-t.C:
+			cancel(errGrace)
+		}
+	}()
 	err = cmd.Wait()
 	tail := stderr.String()
 	withTail := func(s string) string {
