@@ -338,6 +338,11 @@ func parseBatchLine(raw []byte) (admission.Input, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return admission.Input{}, backend.Errorf(backend.ErrInvalid, "more than one JSON value on the line")
 	}
+	// null is an absent value (DESIGN §11), for "payload" as for the
+	// string members, which decode it as "".
+	if string(bytes.TrimSpace(in.Payload)) == "null" {
+		in.Payload = nil
+	}
 	if in.Text != "" && len(in.Payload) > 0 {
 		return admission.Input{}, backend.Errorf(backend.ErrInvalid, `both "text" and "payload": give one`)
 	}

@@ -204,6 +204,16 @@ func TestAdmitBatch(t *testing.T) {
 		t.Fatalf("stderr: %q", r.err)
 	}
 
+	// null members are absent values: "payload":null with a text is that
+	// text; "payload":null alone has no text.
+	r = e.runWith(`{"session":"s1","text":"nine","payload":null,"request_id":null,"producer":null,"identities":null,"target":null}`+"\n"+
+		`{"session":"s1","payload":null}`+"\n", false, "-o", "jsonl", "admit", "--batch", "-")
+	r.wantExit(t, ExitUsage)
+	if got := decodeLines[admitOut](t, r); len(got) != 2 || got[0].Result != "admitted" || got[0].Admission.text(t) != "nine" ||
+		got[1].Line != 2 || !strings.Contains(got[1].Message, "text") {
+		t.Fatalf("batch with null members:\n%s", r.out)
+	}
+
 	// All good: exit 0; a duplicate request id in a batch is a success.
 	r = e.runWith(`{"session":"s1","text":"four","request_id":"q4"}`+"\n", false, "-o", "jsonl", "admit", "--batch", "-")
 	r.wantExit(t, 0)
