@@ -128,6 +128,23 @@ func TestACL(t *testing.T) {
 	if str := fmt.Sprint(s); strings.Contains(str, pass) {
 		t.Errorf("String() shows the password: %s", str)
 	}
+	// The right password for a user the ACL does not let run the store's
+	// commands: forbidden, saying so, not blaming the password.
+	const roPass = "r3ad-only-pw"
+	if _, err := srv.Do("ACL", "SETUSER", "reader", "on", ">"+roPass, "~*", "&*", "+@read", "-@scripting"); err != nil {
+		t.Fatal(err)
+	}
+	ro := *good
+	ro.User = url.UserPassword("reader", roPass)
+	st, err := open(t, ro.String(), backend.Options{Timeout: 5 * time.Second})
+	if err == nil {
+		_, _, err = st.OpenSession(context.Background(), backend.OpenSessionRequest{ID: "s3", Owner: "alice"})
+		_ = st.Close()
+	}
+	if !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "ACL refuses") ||
+		strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), roPass) {
+		t.Errorf("a user without permissions: %v, want ErrForbidden saying the ACL refuses it", err)
+	}
 }
 
 func TestUnreachable(t *testing.T) {

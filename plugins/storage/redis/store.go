@@ -288,7 +288,12 @@ func (s *Store) wrap(op string, err error) error {
 	}
 	msg := err.Error()
 	switch {
-	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOPERM"),
+	case strings.HasPrefix(msg, "NOPERM"):
+		// Authenticated, but the ACL of the user forbids a command, key or
+		// channel: the password is right, the permissions are not.
+		return fmt.Errorf("redis: %s on %s: the server's ACL refuses the store url's user (%s): "+
+			"give it every command on the keys and channels of its prefix: %w", op, s.desc, msg, backend.ErrForbidden)
+	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
 		strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
 		return fmt.Errorf("redis: %s on %s: authentication refused (%s): check the user and password of the store url: %w",
 			op, s.desc, firstWord(msg), backend.ErrForbidden)
