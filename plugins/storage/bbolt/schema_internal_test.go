@@ -1,6 +1,9 @@
 package bbolt
 
 import (
+	"context"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,5 +38,41 @@ func TestSessionRecEncoding(t *testing.T) {
 	}
 	if back.Owner != "alice" || back.LeaseHolder != "d1" || back.Unknown != 3 || strings.Join(back.Grants, ",") != "bob" {
 		t.Fatalf("decoded %+v", back)
+	}
+}
+
+// TestPoisonedHandleNotReused: after an operation panicked on the open
+// handle (a corrupt page), a new operation does not get that handle; it
+// waits for it to close and opens the file again.
+func TestPoisonedHandleNotReused(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "hermesq.db"), backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.hold = time.Hour // the handle would otherwise be shared for an hour
+	db1, err := s.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.view(ctx, func(*txn) error { panic("corrupt page") })
+	if !errors.Is(err, backend.ErrInternal) {
+		t.Fatalf("a panicking read: %v, want ErrInternal", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if db, err := s.acquire(cancelled); err == nil {
+		s.release(false)
+		t.Fatalf("the poisoned handle was handed out again (same handle: %v)", db == db1)
+	}
+	s.release(false) // the last user of the poisoned handle: it closes
+	db2, err := s.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.release(false)
+	if db2 == db1 {
+		t.Fatal("the file was not opened afresh")
 	}
 }

@@ -39,6 +39,7 @@ var errStoreClosed = fmt.Errorf("store is closed: %w", backend.ErrInvalid)
 type Store struct {
 	path    string
 	timeout time.Duration
+	hold    time.Duration // maxHold; a field so tests can widen it
 
 	mu       sync.Mutex
 	db       *bolt.DB
@@ -68,7 +69,7 @@ func Open(ctx context.Context, path string, opts backend.Options) (*Store, error
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	s := &Store{path: filepath.Clean(path), timeout: timeout}
+	s := &Store{path: filepath.Clean(path), timeout: timeout, hold: maxHold}
 	s.group.store = s
 	if err := s.view(ctx, func(*txn) error { return nil }); err != nil {
 		return nil, err
@@ -136,7 +137,10 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("bbolt: store %s: %w", s.path, errStoreClosed)
 		}
-		if s.db != nil && time.Since(s.openedAt) < maxHold {
+		// A handle that saw a panic (a corrupt page) is not handed out
+		// again: the operations still using it end, it closes, and the
+		// next operation opens the file afresh.
+		if s.db != nil && !s.poisoned && time.Since(s.openedAt) < s.hold {
 			s.refs++
 			db := s.db
 			s.mu.Unlock()
@@ -145,8 +149,8 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 		var wait chan struct{}
 		switch {
 		case s.db != nil:
-			// Held long enough: let the file close so other processes
-			// can take their turn, then reopen.
+			// Held long enough (or poisoned): let the file close so
+			// other processes can take their turn, then reopen.
 			if s.closing == nil {
 				s.closing = make(chan struct{})
 			}
