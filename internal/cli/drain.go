@@ -49,13 +49,13 @@ admission queued and exits 2.
 draining as inputs arrive until SIGINT or SIGTERM. On a signal the running
 turn may finish within --grace, then the drain stops and exits 130 (SIGINT)
 or 143 (SIGTERM); with -o json the error object's code is "unavailable"
-(the queue is intact: drain again to go on).
+(what is queued stays queued: drain again to go on).
 
 Prints what it executed, one line each: "turn|note|failed <admission> seq N
 -> <transcript>"; with -o json the drain report (an array of reports with
 --all or several sessions). A drain that could not take its session's lease
-(held by another drainer, no handler for the head) prints no report. Progress goes to stderr when it is a terminal,
-and always with --follow.`,
+(held by another drainer, no handler for the head) prints no report.
+Progress goes to stderr when it is a terminal, and always with --follow.`,
 		Example: `  hermesq drain s1 -- ./agent.sh --fast
   hermesq drain --all --max 100
   hermesq drain s1 --follow --on-unknown requeue -- /usr/local/bin/agent`,

@@ -24,8 +24,8 @@ const exitCodesTable = `  0    success (a duplicate admission is a success)
 
 With -o json the error object on stderr carries one of the codes invalid,
 not_found, conflict, fenced, attention, forbidden, unavailable or internal;
-an interrupted drain (130, 143) reports "unavailable": the queue is intact
-and the drain may be run again.
+an interrupted drain (130, 143) reports "unavailable": what is queued stays
+queued, and the drain may be run again.
 `
 
 // newHelpCmd is cobra's help command with one additional topic,
