@@ -195,8 +195,21 @@ func (w *transcriptWatch) catchUp(ctx context.Context) error {
 		return err
 	}
 	if s.CurrentTranscript != w.transcript {
+		// Messages the old transcript received since the last look (the
+		// turn that ran just before a compression or switch) are printed
+		// before following the session to its new current transcript.
+		if w.transcript != "" {
+			if err := w.printNew(ctx); err != nil {
+				return err
+			}
+		}
 		w.transcript, w.lastSeq = s.CurrentTranscript, 0
 	}
+	return w.printNew(ctx)
+}
+
+// printNew prints the watched transcript's messages after lastSeq.
+func (w *transcriptWatch) printNew(ctx context.Context) error {
 	ms, err := w.st.ListMessages(ctx, w.transcript, w.lastSeq, 0)
 	if err != nil {
 		return err

@@ -605,3 +605,39 @@ func TestDrainFollow(t *testing.T) {
 		})
 	}
 }
+
+// attach follows its session across a compression without losing the
+// messages the old transcript received since attach last looked.
+func TestAttachAcrossCompression(t *testing.T) {
+	e := newEnv(t)
+	h := replyHandler(t, e.dir)
+	e.ok("admit", "s1", "--text", "one")
+	e.ok(append([]string{"drain", "s1", "--"}, h...)...)
+
+	ios, _, out, _ := Test()
+	f := NewFactory(ios)
+	f.v.Set(keyStore, e.store)
+	st, err := f.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &transcriptWatch{st: st, p: &printer{ios: ios, format: formatText}, session: "s1"}
+	ctx := context.Background()
+	if err := w.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A turn, then a compression, both before attach looks again.
+	e.ok("admit", "s1", "--text", "two")
+	e.ok(append([]string{"drain", "s1", "--"}, h...)...)
+	e.ok("session", "compress", "s1", "--child", "s1.2")
+	e.ok("admit", "s1", "--text", "three")
+	e.ok(append([]string{"drain", "s1", "--"}, h...)...)
+	if err := w.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := "[1] user: one\n[2] assistant: re: one\n[3] user: two\n[4] assistant: re: two\n[1] user: three\n[2] assistant: re: three\n"
+	if out.String() != want {
+		t.Fatalf("attach across a compression printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
