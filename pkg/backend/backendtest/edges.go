@@ -71,7 +71,11 @@ func testCompressClosed(t *testing.T, s backend.Store) {
 	if cur := getSession(t, s, "s1").CurrentTranscript; cur != "s1" {
 		t.Errorf("a refused compress moved the session to %q", cur)
 	}
-	// The child id stays free for a compress that is allowed.
+	// The child id stays free: for another session, and for a compress
+	// that is allowed.
+	_, err = s.Compress(ctxOf(t), "s1", "other", at(2*time.Minute))
+	wantErr(t, "compress a closed session", err, backend.ErrClosed)
+	openSession(t, s, "other")
 	_, err = s.Switch(ctxOf(t), "s1", "s1.b", at(3*time.Minute))
 	noErr(t, "switch to a new transcript", err)
 	_, err = s.Compress(ctxOf(t), "s1", "s1.2", at(4*time.Minute))

@@ -139,7 +139,7 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 			return nil, s.wrap(op, err)
 		}
 		if n == 0 {
-			if err := s.claimTranscript(ctx, sid, sid); err != nil {
+			if _, err := s.claimTranscript(ctx, sid, sid); err != nil {
 				return nil, err
 			}
 			if err := s.indexSession(ctx, sid); err != nil {

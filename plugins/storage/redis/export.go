@@ -137,7 +137,8 @@ func (s *Store) importTranscript(ctx context.Context, t *backend.Transcript) err
 	if err := notImportedBefore(s.requireSession(ctx, t.Session), "transcript "+t.ID, "session "+t.Session); err != nil {
 		return err
 	}
-	if err := s.claimTranscript(ctx, t.Session, t.ID); err != nil {
+	claim, err := s.claimTranscript(ctx, t.Session, t.ID)
+	if err != nil {
 		return err
 	}
 	res, err := s.eval(ctx, scriptImportTranscript, []string{s.k.session(t.Session), s.k.transcripts(t.Session)},
@@ -145,7 +146,11 @@ func (s *Store) importTranscript(ctx context.Context, t *backend.Transcript) err
 	if err != nil {
 		return s.wrap("import transcript "+t.ID, err)
 	}
-	return s.scriptErr(res, "import", "transcript "+t.ID)
+	if err := s.scriptErr(res, "import", "transcript "+t.ID); err != nil {
+		s.releaseClaim(ctx, t.ID, claim)
+		return err
+	}
+	return nil
 }
 
 func (s *Store) importMessage(ctx context.Context, m *backend.Message) error {

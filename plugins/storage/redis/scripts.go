@@ -53,6 +53,7 @@ var (
 	scriptImportTranscript = loadScript("import_transcript")
 	scriptImportMessage    = loadScript("import_message")
 	scriptImportAdmission  = loadScript("import_admission")
+	scriptReleaseClaim     = loadScript("release_claim")
 )
 
 // noRetryCmd marks a script call as not to be re-sent by the client after a

@@ -36,38 +36,50 @@ const orphanAge = time.Minute
 // claimTranscript makes t a transcript id of session, globally: SET NX on
 // the transcript's owner key, whose value is "<session> <claimed at, unix
 // ns>". A claim of another session that holds no such transcript and is
-// older than orphanAge is an orphan and is taken over.
-func (s *Store) claimTranscript(ctx context.Context, session, t string) error {
+// older than orphanAge is an orphan and is taken over. It returns the value
+// it wrote ("" when session held the claim already), for releaseClaim.
+func (s *Store) claimTranscript(ctx context.Context, session, t string) (string, error) {
 	key := s.k.transcriptOwner(t)
 	value := session + " " + nsOf(time.Now())
 	ok, err := s.client.SetNX(ctx, key, value, 0).Result()
 	if err != nil {
-		return s.wrap("claim transcript "+t, err)
+		return "", s.wrap("claim transcript "+t, err)
 	}
 	if ok {
-		return nil
+		return value, nil
 	}
 	raw, err := s.client.Get(ctx, key).Result()
 	if err != nil && err != goredis.Nil {
-		return s.wrap("claim transcript "+t, err)
+		return "", s.wrap("claim transcript "+t, err)
 	}
 	owner, claimedAt := parseClaim(raw)
 	if owner == session {
-		return nil
+		return "", nil
 	}
 	if owner != "" {
 		held, err := s.client.HExists(ctx, s.k.transcripts(owner), t).Result()
 		if err != nil {
-			return s.wrap("claim transcript "+t, err)
+			return "", s.wrap("claim transcript "+t, err)
 		}
 		if held || time.Since(claimedAt) < orphanAge {
-			return backend.Errorf(backend.ErrConflict, "redis: transcript %s belongs to session %s", t, owner)
+			return "", backend.Errorf(backend.ErrConflict, "redis: transcript %s belongs to session %s", t, owner)
 		}
 	}
 	if err := s.client.Set(ctx, key, value, 0).Err(); err != nil {
-		return s.wrap("claim transcript "+t, err)
+		return "", s.wrap("claim transcript "+t, err)
 	}
-	return nil
+	return value, nil
+}
+
+// releaseClaim drops the claim claimTranscript wrote (value) after the
+// script that was to create the transcript refused, so the id stays free
+// for other sessions at once, as on every store. Best effort: a claim left
+// behind is an orphan, free again after orphanAge.
+func (s *Store) releaseClaim(ctx context.Context, t, value string) {
+	if value == "" {
+		return
+	}
+	_, _ = s.eval(ctx, scriptReleaseClaim, []string{s.k.transcriptOwner(t)}, value)
 }
 
 // parseClaim splits a transcript claim into its session and time.
@@ -95,7 +107,7 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 		return backend.Session{}, false, s.wrap("open session "+req.ID, err)
 	}
 	if exists == 0 {
-		if err := s.claimTranscript(ctx, req.ID, req.ID); err != nil {
+		if _, err := s.claimTranscript(ctx, req.ID, req.ID); err != nil {
 			return backend.Session{}, false, err
 		}
 		if err := s.indexSession(ctx, req.ID); err != nil {

@@ -73,15 +73,19 @@ func (s *Store) ListMessages(ctx context.Context, transcript string, afterSeq ui
 	return out, nil
 }
 
-func (s *Store) transcriptReply(r []any, err error, op, session string) (backend.Transcript, error) {
+// transcriptReply decodes the {'ok', transcript record} reply of a script
+// that was to create transcript t under the claim value claimTranscript
+// wrote ("" for none); a refusal releases that claim.
+func (s *Store) transcriptReply(ctx context.Context, r []any, err error, op, session, t, claim string) (backend.Transcript, error) {
 	if err != nil {
 		return backend.Transcript{}, s.wrap(op+" "+session, err)
 	}
 	if err := s.scriptErr(r, op, "session "+session); err != nil {
+		s.releaseClaim(ctx, t, claim)
 		return backend.Transcript{}, err
 	}
-	t, _, err := decodeTranscript(str(r[1]))
-	return t, err
+	tr, _, err := decodeTranscript(str(r[1]))
+	return tr, err
 }
 
 // CloseSession ends the session's current transcript when it is idle.
@@ -92,7 +96,7 @@ func (s *Store) CloseSession(ctx context.Context, session, reason string, now ti
 	r, err := s.eval(ctx, scriptCloseSession, []string{s.k.session(session), s.k.queued(session),
 		s.k.running(session), s.k.unknown(session), s.k.transcripts(session)},
 		s.k.changes(), session, reason, nsOf(nowOr(now)))
-	return s.transcriptReply(r, err, "close", session)
+	return s.transcriptReply(ctx, r, err, "close", session, "", "")
 }
 
 // Compress ends the current transcript (reason compression) and makes child,
@@ -104,12 +108,13 @@ func (s *Store) Compress(ctx context.Context, session, child string, now time.Ti
 	if err := s.requireSession(ctx, session); err != nil {
 		return backend.Transcript{}, err
 	}
-	if err := s.claimTranscript(ctx, session, child); err != nil {
+	claim, err := s.claimTranscript(ctx, session, child)
+	if err != nil {
 		return backend.Transcript{}, err
 	}
 	r, err := s.eval(ctx, scriptCompress, []string{s.k.session(session), s.k.transcripts(session)},
 		s.k.changes(), session, child, nsOf(nowOr(now)))
-	return s.transcriptReply(r, err, "compress", session)
+	return s.transcriptReply(ctx, r, err, "compress", session, child, claim)
 }
 
 // Switch points the session at transcript t, its own or a new empty one.
@@ -120,12 +125,13 @@ func (s *Store) Switch(ctx context.Context, session, t string, now time.Time) (b
 	if err := s.requireSession(ctx, session); err != nil {
 		return backend.Transcript{}, err
 	}
-	if err := s.claimTranscript(ctx, session, t); err != nil {
+	claim, err := s.claimTranscript(ctx, session, t)
+	if err != nil {
 		return backend.Transcript{}, err
 	}
 	r, err := s.eval(ctx, scriptSwitch, []string{s.k.session(session), s.k.transcripts(session)},
 		s.k.changes(), session, t, nsOf(nowOr(now)))
-	return s.transcriptReply(r, err, "switch", session)
+	return s.transcriptReply(ctx, r, err, "switch", session, t, claim)
 }
 
 // requireSession returns ErrNotFound when the session does not exist, so no
