@@ -253,8 +253,18 @@ func testImportOutOfOrder(t *testing.T, s backend.Store) {
 	if _, err := s.GetAdmission(ctxOf(t), "0123456789abcdef0123456789abcdef"); err == nil {
 		t.Errorf("a refused import created its admission")
 	}
+	// A batch is refused before anything of it is written.
+	err := s.Import(ctxOf(t), []backend.Record{
+		{Session: &backend.SessionRecord{ID: "s5", Owner: Owner, Grants: []string{}, CurrentTranscript: "s5", NextSeq: 1, CreatedAt: T0}},
+		{Transcript: &backend.Transcript{ID: "s5", Session: "s5", CreatedAt: T0}},
+		recs["transcript before its session"],
+	})
+	wantErr(t, "import a batch with a record out of order", err, backend.ErrInvalid)
 	if ss, err := s.ListSessions(ctxOf(t)); err != nil || len(ss) != 0 {
 		t.Errorf("sessions after refused imports: %v, %v", ss, err)
+	}
+	if _, err := s.GetTranscript(ctxOf(t), "s5"); err == nil {
+		t.Errorf("a refused batch wrote transcript s5")
 	}
 }
 
