@@ -61,7 +61,11 @@ type Store interface {
 	//   - automation: every identity already held by an admission of the
 	//     session resolves to it, whatever its status; the identities not yet
 	//     held form one new admission; PinnedTarget defaults to the session's
-	//     current transcript.
+	//     current transcript;
+	//   - a request whose ID names an existing admission: the same request
+	//     re-sent (same session, kind, principal, payload) finds it as a
+	//     duplicate; any other is ErrConflict;
+	//   - a malformed request (CheckAdmitRequest) is ErrInvalid.
 	Admit(ctx context.Context, reqs []AdmitRequest) ([]AdmitResult, error)
 
 	// GetAdmission returns one admission by id.
@@ -94,7 +98,7 @@ type Store interface {
 	// records Mode and DeliveredTo. ErrFenced when req.Epoch is not the
 	// session's current epoch; ErrBusy when an admission of the session is
 	// running or unknown; ErrNotHead when the head is another admission (or
-	// none).
+	// none); ErrNotFound when the session has no such admission.
 	Claim(ctx context.Context, req ClaimRequest) (Admission, error)
 
 	// Settle ends an admission: status done with req.Outcome, appending
@@ -105,7 +109,9 @@ type Store interface {
 	// must instead be the queued FIFO head (ErrNotHead, ErrBusy) and is
 	// claimed and settled in one step: how notes and misroutes are written,
 	// so a note can never be left running. Messages never change a
-	// transcript's ended_at or end_reason.
+	// transcript's ended_at or end_reason, and go only to the session's own
+	// transcripts (ErrNotFound otherwise). ErrInvalid for a malformed
+	// request (CheckSettleRequest).
 	Settle(ctx context.Context, req SettleRequest) (Admission, error)
 
 	// Requeue puts a running admission back to queued without spending
@@ -165,7 +171,12 @@ type Store interface {
 
 	// Import writes records as Export produced them, keeping ids, seqs,
 	// epochs and statuses. Importing a record already present with the same
-	// content is a no-op; with other content, ErrConflict.
+	// content is a no-op (a transcript's counters are not content: they
+	// count its imported messages); with other content, or an identity,
+	// request id or seq another admission holds, ErrConflict. A record whose
+	// session or transcript is neither in the store nor before it in recs,
+	// or a message that would leave a gap, is ErrInvalid; such a batch is
+	// refused before anything is written.
 	Import(ctx context.Context, recs []Record) error
 
 	// Close releases the store's resources.
