@@ -173,10 +173,12 @@ type Store interface {
 	// epochs and statuses. Importing a record already present with the same
 	// content is a no-op (a transcript's counters are not content: they
 	// count its imported messages); with other content, or an identity,
-	// request id or seq another admission holds, ErrConflict. A record whose
-	// session or transcript is neither in the store nor before it in recs,
-	// or a message that would leave a gap, is ErrInvalid; such a batch is
-	// refused before anything is written.
+	// request id or seq another admission holds, ErrConflict. A message
+	// that would leave a gap in its transcript is ErrInvalid. A record whose
+	// session or transcript is neither in the store nor before it in recs
+	// is ErrInvalid, and its batch is refused before anything is written.
+	// (bbolt writes a batch all or nothing; Redis, spanning many slots,
+	// keeps the records before a conflicting one.)
 	Import(ctx context.Context, recs []Record) error
 
 	// Close releases the store's resources.
