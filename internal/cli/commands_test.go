@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -567,7 +568,7 @@ func TestExportImport(t *testing.T) {
 }
 
 // drain --follow keeps executing inputs as they arrive, until a signal;
-// what it executed is printed when it stops.
+// in text, what it executed is printed as it goes.
 func TestDrainFollow(t *testing.T) {
 	for _, all := range []bool{false, true} {
 		t.Run(map[bool]string{false: "session", true: "all"}[all], func(t *testing.T) {
@@ -639,5 +640,58 @@ func TestAttachAcrossCompression(t *testing.T) {
 	want := "[1] user: one\n[2] assistant: re: one\n[3] user: two\n[4] assistant: re: two\n[1] user: three\n[2] assistant: re: three\n"
 	if out.String() != want {
 		t.Fatalf("attach across a compression printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// A following drain prints each executed admission's line as soon as it is
+// settled, not when it stops.
+func TestDrainFollowPrintsAsItGoes(t *testing.T) {
+	e := newEnv(t)
+	h := replyHandler(t, e.dir)
+	e.ok("session", "open", "s1")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	sigs := make(chan os.Signal, 1)
+	ios, _, _, errOut := Test()
+	ios.Out = pw
+	f := NewFactory(ios)
+	f.Signals = func(...os.Signal) (<-chan os.Signal, func()) { return sigs, func() {} }
+	root := NewRootCmd(f)
+	root.SetArgs(append([]string{"--store", e.store, "drain", "s1", "--follow", "--"}, h...))
+	done := make(chan int, 1)
+	go func() {
+		code := f.Exit(root.Execute())
+		pw.Close()
+		done <- code
+	}()
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+
+	a := decode[admitOut](t, e.ok("-o", "json", "admit", "s1", "--text", "one"))
+	select {
+	case l := <-lines:
+		if want := "turn " + a.Admission.ID + " seq 1 -> s1"; l != want {
+			t.Fatalf("first line %q, want %q", l, want)
+		}
+	case code := <-done:
+		t.Fatalf("drain --follow ended (exit %d) before printing: %s", code, errOut.String())
+	case <-time.After(time.Minute):
+		t.Fatal("drain --follow printed nothing for the settled turn while still running")
+	}
+	sigs <- syscall.SIGINT
+	if code := <-done; code != 130 {
+		t.Fatalf("exit %d, want 130", code)
+	}
+	if l, ok := <-lines; ok {
+		t.Fatalf("a line after the signal: %q (each admission is printed once)", l)
 	}
 }

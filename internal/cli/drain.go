@@ -51,8 +51,9 @@ turn may finish within --grace, then the drain stops and exits 130 (SIGINT)
 or 143 (SIGTERM); with -o json the error object's code is "unavailable"
 (what is queued stays queued: drain again to go on).
 
-Prints what it executed, one line each: "turn|note|failed <admission> seq N
--> <transcript>"; with -o json the drain report (an array of reports with
+Prints what it executed, one line each as soon as it is settled:
+"turn|note|failed <admission> seq N -> <transcript>"; with -o json, when
+it stops, the drain report (an array of reports with
 --all or several sessions). A drain that could not take its session's lease
 (held by another drainer, no handler for the head) prints no report.
 Progress goes to stderr when it is a terminal, and always with --follow.`,
@@ -156,6 +157,19 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 			fmt.Fprintf(o.f.IO.ErrOut, "hermesq: "+format+"\n", args...)
 		}
 	}
+	// Text: one line per executed admission as soon as it is settled, so
+	// a long drain (a --follow owner above all) shows its work as it goes.
+	var outMu sync.Mutex
+	var outErr error
+	if p.text() {
+		opt.Settled = func(a backend.Admission) {
+			outMu.Lock()
+			defer outMu.Unlock()
+			if err := executedText(p.ios.Out, a); err != nil && outErr == nil {
+				outErr = err
+			}
+		}
+	}
 	svc, err := o.f.Admission()
 	if err != nil {
 		return err
@@ -194,6 +208,11 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	if perr := printReports(p, reports, !o.All && len(o.Sessions) == 1); perr != nil && err == nil {
 		err = perr
 	}
+	outMu.Lock()
+	if outErr != nil && err == nil {
+		err = fmt.Errorf("write stdout: %w", outErr)
+	}
+	outMu.Unlock()
 	if sig != nil {
 		return sig
 	}
@@ -235,7 +254,8 @@ func drainSessions(ctx context.Context, svc *admission.Service, sessions []strin
 	return reports, nil
 }
 
-// printReports prints what the drains executed. A drain that never took
+// printReports prints the drain reports for -o json and jsonl (text lines
+// are printed as each admission is settled). A drain that never took
 // its session's lease (held by another drainer, no handler for the head,
 // unknown session) did nothing and has no report: stdout stays empty and
 // the error says why.
@@ -247,14 +267,7 @@ func printReports(p *printer, all []admission.DrainReport, single bool) error {
 		}
 	}
 	if p.text() {
-		for _, r := range reports {
-			for _, a := range r.Executed {
-				if err := executedText(p.ios.Out, a); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return nil // printed as each was settled (runDrain)
 	}
 	if single {
 		if len(reports) == 0 {

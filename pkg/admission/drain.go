@@ -39,6 +39,11 @@ type DrainOptions struct {
 	Follow    bool                             // keep draining as inputs arrive, until ctx ends
 	Grace     time.Duration                    // after ctx ends, a running turn may finish for this long, then it is killed
 	Log       func(format string, args ...any) // progress lines for stderr; nil: silent
+	// Settled, when set, is called with each admission the drain executed
+	// as soon as it is settled (what DrainReport.Executed lists at the
+	// end), so a long drain can show its work as it goes. DrainAll calls
+	// it from several goroutines at once.
+	Settled func(backend.Admission)
 }
 
 // DefaultLease is the drain lease TTL when DrainOptions.Lease is zero.
@@ -581,6 +586,9 @@ func (d *drainer) unknown(ctx context.Context) (stepResult, bool, error) {
 // settled records an admission this drainer settled.
 func (d *drainer) settled(a backend.Admission) {
 	d.rep.Executed = append(d.rep.Executed, a)
+	if d.opt.Settled != nil {
+		d.opt.Settled(a)
+	}
 	switch {
 	case a.Outcome == backend.OutcomeCompleted && a.Mode == backend.ModeNote:
 		d.rep.Notes++
