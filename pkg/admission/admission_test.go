@@ -354,21 +354,28 @@ func TestDrainOptionsValidated(t *testing.T) {
 	}
 }
 
-// A handler that cannot be started is a configuration error: the admission
-// is given back, not spent.
-func TestHandlerThatCannotStart(t *testing.T) {
-	ctx := context.Background()
-	st := newBolt(t)
-	svc := &admission.Service{Store: st}
+// oneHuman is a fresh bbolt store with one human input "hi" queued to s1.
+func oneHuman(t *testing.T) (ctx context.Context, st backend.Store, svc *admission.Service, id string) {
+	t.Helper()
+	ctx = context.Background()
+	st = newBolt(t)
+	svc = &admission.Service{Store: st}
 	r, err := svc.Admit(ctx, admission.Input{Session: "s1", Text: "hi", Principal: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = svc.Drain(ctx, "s1", admission.DrainOptions{Handler: &admission.Handler{Argv: []string{"/nonexistent/handler"}}})
+	return ctx, st, svc, r.Admission.ID
+}
+
+// A handler that cannot be started is a configuration error: the admission
+// is given back, not spent.
+func TestHandlerThatCannotStart(t *testing.T) {
+	ctx, st, svc, id := oneHuman(t)
+	_, err := svc.Drain(ctx, "s1", admission.DrainOptions{Handler: &admission.Handler{Argv: []string{"/nonexistent/handler"}}})
 	if !errors.Is(err, backend.ErrInvalid) || !strings.Contains(err.Error(), "/nonexistent/handler") {
 		t.Errorf("drain: %v, want invalid naming the handler", err)
 	}
-	a, err := st.GetAdmission(ctx, r.Admission.ID)
+	a, err := st.GetAdmission(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,19 +387,13 @@ func TestHandlerThatCannotStart(t *testing.T) {
 // A handler timeout runs from the handler's start: however short, it fails
 // the turn ("timeout"), never reads as a handler that cannot be started.
 func TestHandlerTimeoutShorterThanStart(t *testing.T) {
-	ctx := context.Background()
-	st := newBolt(t)
-	svc := &admission.Service{Store: st}
-	r, err := svc.Admit(ctx, admission.Input{Session: "s1", Text: "hi", Principal: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, st, svc, id := oneHuman(t)
 	h := &admission.Handler{Argv: []string{"sh", "-c", "cat >/dev/null; exec sleep 60"}, Timeout: time.Nanosecond}
 	rep, err := svc.Drain(ctx, "s1", admission.DrainOptions{Handler: h})
 	if !errors.Is(err, backend.ErrAttention) || rep.Failed != 1 {
 		t.Errorf("drain: %v (%d failed), want attention with 1 failed turn", err, rep.Failed)
 	}
-	a, err := st.GetAdmission(ctx, r.Admission.ID)
+	a, err := st.GetAdmission(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
