@@ -27,5 +27,13 @@ go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
 echo "== soak: chaos and Redis faults (bounded)"
-HERMESQ_CHAOS=1 HERMESQ_CHAOS_INPUTS="${HERMESQ_CHAOS_INPUTS:-2000}" HERMESQ_FAULT_N="${HERMESQ_FAULT_N:-5000}" \
-  go test -count=1 -timeout 20m -run 'Chaos|Fault' ./acceptance/
+# -v for the figures the soak reports (kills survived, admits re-run): on
+# success only the results and those lines are shown, on failure everything.
+soak_log=$(mktemp)
+trap 'rm -f "$soak_log"' EXIT
+if ! HERMESQ_CHAOS=1 HERMESQ_CHAOS_INPUTS="${HERMESQ_CHAOS_INPUTS:-2000}" HERMESQ_FAULT_N="${HERMESQ_FAULT_N:-5000}" \
+  go test -count=1 -v -timeout 20m -run 'Chaos|Fault' ./acceptance/ >"$soak_log" 2>&1; then
+  cat "$soak_log"
+  exit 1
+fi
+grep -E '^(--- |ok)|inputs across|killed with SIGKILL|turns ran again|failed with 75' "$soak_log"
