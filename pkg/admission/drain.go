@@ -490,6 +490,8 @@ func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err erro
 		return d.turn(ctx, a, target)
 	case execMisrouted:
 		return d.misrouted(ctx, a)
+	case execClosed:
+		return d.closedTarget(ctx, a, target)
 	default:
 		return d.note(ctx, a, target)
 	}
@@ -502,6 +504,7 @@ const (
 	execTurn execution = iota
 	execNote
 	execMisrouted
+	execClosed
 )
 
 // decide is the turn-or-note rule of DESIGN §3, applied when the admission
@@ -511,6 +514,8 @@ const (
 // turn), a note otherwise, and misrouted when it has no target.
 func decide(sess backend.Session, a backend.Admission, target backend.Transcript, misrouted bool) execution {
 	switch {
+	case a.Kind == backend.KindHuman && target.Ended():
+		return execClosed
 	case a.Kind == backend.KindHuman:
 		return execTurn
 	case misrouted:
@@ -655,6 +660,18 @@ func (d *drainer) misrouted(ctx context.Context, a backend.Admission) (stepResul
 		AdmissionID: a.ID,
 		Outcome:     backend.OutcomeFailed,
 		Error:       "misrouted",
+	})
+}
+
+// closedTarget settles a human input whose session now points at a closed
+// transcript (it was switched there after the input was admitted) as failed,
+// kept for replay: a turn never writes into a closed transcript, and only
+// an admission with --reopen may reopen one.
+func (d *drainer) closedTarget(ctx context.Context, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
+	return d.direct(ctx, backend.SettleRequest{
+		AdmissionID: a.ID,
+		Outcome:     backend.OutcomeFailed,
+		Error:       fmt.Sprintf("closed: transcript %s ended (%s)", target.ID, target.EndReason),
 	})
 }
 

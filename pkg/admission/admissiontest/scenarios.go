@@ -46,6 +46,7 @@ func RunScenarios(t *testing.T, newStore func(t *testing.T) backend.Store) {
 		{"DrainAll", drainAll},
 		{"DrainAllFollow", drainAllFollow},
 		{"HumanToClosedSession", humanToClosedSession},
+		{"HumanQueuedThenSwitchedToClosed", humanQueuedThenSwitchedToClosed},
 		{"LineageAndResolveTarget", lineageAndResolveTarget},
 	}
 	for _, sc := range scenarios {
@@ -852,6 +853,40 @@ func humanToClosedSession(t *testing.T, h *harness) {
 	}
 	h.drain("s1")
 	h.wantStrings("turns", h.turnTexts(), []string{"LATE/0"})
+}
+
+// A human input admitted while the session's transcript was open, whose
+// session is then switched to a closed transcript of its own, is not run as
+// a turn into the closed transcript: it is settled failed ("closed"), kept
+// and visible, and the closed transcript is unchanged.
+func humanQueuedThenSwitchedToClosed(t *testing.T, h *harness) {
+	h.openSession("s1")
+	if _, err := h.store.CloseSession(h.ctx, "s1", "cli_close", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.Switch(h.ctx, "s1", "s1-b", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	a := h.human("s1", "QUEUED").Admission
+	if _, err := h.store.Switch(h.ctx, "s1", "s1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.svc.Drain(h.ctx, "s1", h.opts())
+	if !errors.Is(err, backend.ErrAttention) {
+		t.Errorf("drain: %v, want an error needing attention", err)
+	}
+	if rep.Failed != 1 {
+		t.Errorf("report: %d failed, want 1", rep.Failed)
+	}
+	got := h.admission(a.ID)
+	if got.Status != backend.StatusDone || got.Outcome != backend.OutcomeFailed || got.Mode != "" ||
+		got.Error != "closed: transcript s1 ended (cli_close)" {
+		t.Errorf("admission: %s/%s mode %q error %q, want done/failed, no mode, closed", got.Status, got.Outcome, got.Mode, got.Error)
+	}
+	h.wantStrings("turns", h.turnTexts(), nil)
+	if tr := h.transcript("s1"); tr.MessageCount != 0 || tr.EndReason != "cli_close" {
+		t.Errorf("closed transcript: %d messages, reason %q; want 0, cli_close", tr.MessageCount, tr.EndReason)
+	}
 }
 
 // Issue 4 (1): a completion for a session closed with reason becomes one
