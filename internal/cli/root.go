@@ -71,6 +71,7 @@ Exit codes:
 		newTranscriptCmd(f),
 		newResolveCmd(f),
 		newCancelCmd(f),
+		newReplayCmd(f),
 		newExportCmd(f),
 		newImportCmd(f),
 	)
