@@ -34,7 +34,7 @@ func newShowCmd(f *Factory) *cobra.Command {
 		Use:               "show ADMISSION",
 		Short:             "Show one admission",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: cobra.NoFileCompletions,
+		ValidArgsFunction: completeAdmissionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return admissionRun(f, args[0], nil, func(p *printer, st backend.Store) error {
 				a, err := st.GetAdmission(cmd.Context(), args[0])
@@ -86,7 +86,7 @@ func newResolveCmd(f *Factory) *cobra.Command {
 lost its lease: --as completed or interrupted settles it (done), --as requeue
 puts it back in the queue at its seq. Exit 4 when it is not unknown.`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: cobra.NoFileCompletions,
+		ValidArgsFunction: completeAdmissionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			check := func() error {
 				switch backend.Resolution(as) {
@@ -121,7 +121,7 @@ func newCancelCmd(f *Factory) *cobra.Command {
 		Short:             "Cancel a queued admission",
 		Long:              "Cancel settles a queued admission as cancelled; it will not run. Exit 4 when it is not queued.",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: cobra.NoFileCompletions,
+		ValidArgsFunction: completeAdmissionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return admissionRun(f, args[0], nil, func(p *printer, st backend.Store) error {
 				a, err := st.Cancel(cmd.Context(), args[0], f.Now())

@@ -78,7 +78,7 @@ result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
 			}
 			return nil
 		},
-		ValidArgsFunction: cobra.NoFileCompletions,
+		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				o.Session = args[0]

@@ -39,7 +39,7 @@ While attached, automation input to an open transcript runs as a turn.
 Text output is one "[seq] role: content" entry a message; with -o json or
 jsonl, one message object a line (the stream has no end to close an array).`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: cobra.NoFileCompletions,
+		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Session = args[0]
 			return runAttach(cmd.Context(), o)

@@ -60,7 +60,7 @@ Progress goes to stderr when it is a terminal, and always with --follow.`,
 		Example: `  hermesq drain s1 -- ./agent.sh --fast
   hermesq drain --all --max 100
   hermesq drain s1 --follow --on-unknown requeue -- /usr/local/bin/agent`,
-		ValidArgsFunction: cobra.NoFileCompletions,
+		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Sessions = args
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {

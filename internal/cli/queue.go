@@ -30,7 +30,7 @@ func newQueueCmd(f *Factory) *cobra.Command {
 failed, interrupted, cancelled (both comma-separated or repeated). An
 unknown or empty value exits 2.`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: cobra.NoFileCompletions,
+		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Session = args[0]
 			o.statusSet = cmd.Flags().Changed("status")

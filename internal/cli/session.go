@@ -127,7 +127,7 @@ func newSessionShowCmd(f *Factory) *cobra.Command {
 		Use:               "show SESSION",
 		Short:             "Show a session: owner, current transcript, state, depth, lease",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: cobra.NoFileCompletions,
+		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return sessionRun(f, args[0], nil, func(p *printer, st backend.Store, _ *Config) error {
 				s, err := st.GetSession(cmd.Context(), args[0])
