@@ -1,0 +1,320 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+func transient(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
+
+// bug marks an error that is not transient where only a transient one is
+// expected (a target lookup, DESIGN §5): it is a bug, code internal (exit
+// 1), whatever code the error itself wraps (a current transcript "not
+// found" is a store contradicting itself, not an unknown session).
+// errors.Is still sees the error.
+type bug struct{ err error }
+
+func (b bug) Error() string   { return b.err.Error() }
+func (b bug) Unwrap() []error { return []error{backend.ErrInternal, b.err} }
+
+// busy reports whether an admission of the session is running or unknown:
+// then nothing else of it may start.
+func busy(sess backend.Session) bool { return sess.Unknown > 0 || sess.Running > 0 }
+
+// head reads the session and, when it is not busy, its FIFO head; ok is
+// false when there is no head to take.
+func (d *drainer) head(ctx context.Context) (sess backend.Session, a backend.Admission, ok bool, err error) {
+	sess, err = d.s.Store.GetSession(ctx, d.session)
+	if err != nil {
+		return sess, a, false, fmt.Errorf("drain %s: read session: %w", d.session, err)
+	}
+	if busy(sess) {
+		return sess, a, false, nil
+	}
+	heads, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
+		Statuses: []backend.Status{backend.StatusQueued}, Limit: 1,
+	})
+	if err != nil {
+		return sess, a, false, fmt.Errorf("drain %s: read queue head: %w", d.session, err)
+	}
+	if len(heads) == 0 {
+		return sess, a, false, nil
+	}
+	return sess, heads[0], true, nil
+}
+
+// step reads the session and its head and executes the head (DESIGN §3, API
+// "Drain step"). idle reports an empty queue.
+func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err error) {
+	sess, a, ok, err := d.head(ctx)
+	switch {
+	case err != nil && transient(err):
+		return stepDeferred, false, err
+	case err != nil:
+		return stepDone, false, err
+	case busy(sess):
+		return d.unknown(ctx)
+	case !ok:
+		return stepDone, true, nil
+	}
+	target, misrouted, err := d.s.resolve(ctx, sess, a)
+	if err != nil {
+		if transient(err) {
+			return stepDeferred, false, fmt.Errorf("admission %s: %w", a.ID, err)
+		}
+		if ctx.Err() == nil {
+			err = bug{err}
+		}
+		return stepDone, false, fmt.Errorf("drain %s: admission %s: resolve target: %w", d.session, a.ID, err)
+	}
+	switch decide(sess, a, target, misrouted) {
+	case execTurn:
+		return d.turn(ctx, a, target)
+	case execMisrouted:
+		return d.misrouted(ctx, a)
+	case execClosed:
+		return d.closedTarget(ctx, a, target)
+	default:
+		return d.note(ctx, a, target)
+	}
+}
+
+// execution is how the head is executed.
+type execution int
+
+const (
+	execTurn execution = iota
+	execNote
+	execMisrouted
+	execClosed
+)
+
+// decide is the turn-or-note rule of DESIGN §3, applied when the admission
+// runs, never when it is admitted: human input is always a turn; automation
+// input is a turn only when its target is open and someone is watching the
+// session (a viewer who attached after the input was admitted gets the
+// turn), a note otherwise, and misrouted when it has no target.
+func decide(sess backend.Session, a backend.Admission, target backend.Transcript, misrouted bool) execution {
+	switch {
+	case a.Kind == backend.KindHuman && target.Ended():
+		return execClosed
+	case a.Kind == backend.KindHuman:
+		return execTurn
+	case misrouted:
+		return execMisrouted
+	case !target.Ended() && sess.Viewers > 0:
+		return execTurn
+	default:
+		return execNote
+	}
+}
+
+// turnDueWithoutHandler looks, without the lease and without writing, at
+// whether the head is a turn, so a drain with no handler configured fails
+// with ErrNoHandler before it takes an epoch: the store is left exactly as
+// it was. A failed read says nothing: the drain proper reports it.
+func (d *drainer) turnDueWithoutHandler(ctx context.Context) error {
+	sess, a, ok, err := d.head(ctx)
+	if err != nil || !ok {
+		return nil
+	}
+	target, misrouted, err := d.s.resolve(ctx, sess, a)
+	if err != nil || decide(sess, a, target, misrouted) != execTurn {
+		return nil
+	}
+	return fmt.Errorf("session %s: admission %s seq %d: %w", d.session, a.ID, a.Seq, ErrNoHandler)
+}
+
+// unknown applies the OnUnknown policy to the session's unknown
+// admissions. A running admission seen under our own lease cannot be ours
+// (we settle before taking the next), so it is reported as busy.
+func (d *drainer) unknown(ctx context.Context) (stepResult, bool, error) {
+	unk, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
+		Statuses: []backend.Status{backend.StatusUnknown},
+	})
+	if err != nil {
+		if transient(err) {
+			return stepDeferred, false, err
+		}
+		return stepDone, false, fmt.Errorf("drain %s: read unknown admissions: %w", d.session, err)
+	}
+	if len(unk) == 0 {
+		return stepDone, false, fmt.Errorf("drain %s: an admission is running under epoch %d's lease: %w", d.session, d.lease.Epoch, backend.ErrBusy)
+	}
+	if d.opt.OnUnknown == OnUnknownPause {
+		ids := make([]string, len(unk))
+		for i, a := range unk {
+			ids[i] = fmt.Sprintf("%s (seq %d)", a.ID, a.Seq)
+		}
+		return stepDone, false, fmt.Errorf("session %s: admission %s is unknown: its drainer lost the lease while running it; "+
+			"resolve it (hermesq resolve ADM --as interrupted|completed|requeue) or drain with --on-unknown requeue|interrupt: %w",
+			d.session, strings.Join(ids, ", "), ErrPaused)
+	}
+	as := backend.ResolveRequeue
+	if d.opt.OnUnknown == OnUnknownInterrupt {
+		as = backend.ResolveInterrupted
+	}
+	for _, a := range unk {
+		_, err := d.s.Store.Resolve(ctx, a.ID, as, d.s.now())
+		switch {
+		case err == nil:
+			d.opt.Log("drain %s: unknown admission %s seq %d resolved as %s", d.session, a.ID, a.Seq, as)
+		case errors.Is(err, backend.ErrConflict):
+			// Resolved meanwhile by an operator: nothing left to do.
+		case transient(err):
+			return stepDeferred, false, err
+		default:
+			return stepDone, false, fmt.Errorf("drain %s: resolve unknown admission %s as %s: %w", d.session, a.ID, as, err)
+		}
+	}
+	return stepDone, false, nil
+}
+
+// settled records an admission this drainer settled.
+func (d *drainer) settled(a backend.Admission) {
+	d.rep.Executed = append(d.rep.Executed, a)
+	if d.opt.Settled != nil {
+		d.opt.Settled(a)
+	}
+	switch {
+	case a.Outcome == backend.OutcomeCompleted && a.Mode == backend.ModeNote:
+		d.rep.Notes++
+		d.opt.Log("drain %s: note %s seq %d -> %s", d.session, a.ID, a.Seq, a.DeliveredTo)
+	case a.Outcome == backend.OutcomeCompleted:
+		d.rep.Turns++
+		d.opt.Log("drain %s: turn %s seq %d -> %s", d.session, a.ID, a.Seq, a.DeliveredTo)
+	default:
+		d.rep.Failed++
+		d.problems = append(d.problems, fmt.Sprintf("admission %s seq %d %s: %s", a.ID, a.Seq, a.Outcome, firstLine(a.Error)))
+		d.opt.Log("drain %s: %s %s seq %d: %s", d.session, a.Outcome, a.ID, a.Seq, firstLine(a.Error))
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// direct settles the queued head in one store operation (no claim), as a
+// note or a misroute, so neither can be left half-done.
+func (d *drainer) direct(ctx context.Context, req backend.SettleRequest) (stepResult, bool, error) {
+	req.Session, req.Epoch, req.Direct, req.Now = d.session, d.lease.Epoch, true, d.s.now()
+	a, err := d.s.Store.Settle(ctx, req)
+	switch {
+	case err == nil:
+		d.settled(a)
+		return stepDone, false, nil
+	case errors.Is(err, backend.ErrNotHead):
+		return stepNotHead, false, nil
+	default:
+		return stepDone, false, fmt.Errorf("drain %s: settle admission %s: %w", d.session, req.AdmissionID, err)
+	}
+}
+
+// note appends the payload text to the target as one note message and
+// settles the admission completed, in the same store operation: a crash
+// can leave neither a note without its settlement (a second note on replay)
+// nor a settlement without its note (a lost result). A note never reopens a
+// closed transcript.
+func (d *drainer) note(ctx context.Context, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
+	ids := append([]string{}, a.Identities...)
+	return d.direct(ctx, backend.SettleRequest{
+		AdmissionID: a.ID,
+		Outcome:     backend.OutcomeCompleted,
+		Mode:        backend.ModeNote,
+		DeliveredTo: target.ID,
+		Messages: []backend.NewMessage{{
+			Transcript: target.ID,
+			Role:       backend.RoleNote,
+			Content:    a.Text(),
+			Metadata:   map[string]any{"admission_id": a.ID, "producer": a.Producer, "identities": ids},
+		}},
+	})
+}
+
+// misrouted settles an admission whose pinned transcript is no longer in
+// the session's lineage: failed with error "misrouted", written nowhere, kept
+// for inspect and replay with a new target.
+func (d *drainer) misrouted(ctx context.Context, a backend.Admission) (stepResult, bool, error) {
+	return d.direct(ctx, backend.SettleRequest{
+		AdmissionID: a.ID,
+		Outcome:     backend.OutcomeFailed,
+		Error:       "misrouted",
+	})
+}
+
+// closedTarget settles a human input whose session now points at a closed
+// transcript (it was switched there after the input was admitted) as failed,
+// kept for replay: a turn never writes into a closed transcript, and only
+// an admission with --reopen may reopen one.
+func (d *drainer) closedTarget(ctx context.Context, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
+	return d.direct(ctx, backend.SettleRequest{
+		AdmissionID: a.ID,
+		Outcome:     backend.OutcomeFailed,
+		Error:       fmt.Sprintf("closed: transcript %s ended (%s)", target.ID, target.EndReason),
+	})
+}
+
+// turn claims the head, runs the handler and settles with the user message
+// and the reply. ctx ending does not stop a running handler at once: it has
+// opt.Grace to finish, and its result is settled with a context that
+// outlives ctx.
+func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
+	if d.opt.Handler == nil {
+		return stepDone, false, fmt.Errorf("session %s: admission %s seq %d: %w", d.session, a.ID, a.Seq, ErrNoHandler)
+	}
+	claimed, err := d.s.Store.Claim(ctx, backend.ClaimRequest{
+		Session: d.session, AdmissionID: a.ID, Epoch: d.lease.Epoch,
+		Mode: backend.ModeTurn, DeliveredTo: target.ID, Now: d.s.now(),
+	})
+	if errors.Is(err, backend.ErrNotHead) {
+		return stepNotHead, false, nil
+	}
+	if err != nil {
+		return stepDone, false, fmt.Errorf("drain %s: claim admission %s: %w", d.session, a.ID, err)
+	}
+	text := claimed.Text()
+	in := TurnInput{
+		Admission: claimed, Session: d.session, Target: target.ID, Text: text,
+		NotesSeen: target.NoteCount, MessageCount: target.MessageCount,
+	}
+	d.opt.Log("drain %s: running handler for %s seq %d", d.session, a.ID, a.Seq)
+	res, runErr := runHandler(ctx, d.opt.Handler, d.opt.Grace, in, d.lease.Epoch)
+
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	req := backend.SettleRequest{
+		Session: d.session, AdmissionID: a.ID, Epoch: claimed.Epoch, Generation: claimed.Generation, Now: d.s.now(),
+	}
+	if runErr != nil {
+		// The handler could not start: a configuration problem, not the
+		// turn's fault. Give the admission back untouched.
+		if _, err := d.s.Store.Requeue(bg, req); err != nil {
+			runErr = joinErrors(runErr, fmt.Errorf("requeue admission %s: %w", a.ID, err))
+		}
+		return stepDone, false, fmt.Errorf("drain %s: admission %s: %w", d.session, a.ID, runErr)
+	}
+	req.Outcome = res.outcome
+	req.Error = res.errText
+	if res.outcome == backend.OutcomeCompleted {
+		md := func() map[string]any { return map[string]any{"admission_id": a.ID} }
+		req.Messages = []backend.NewMessage{
+			{Transcript: target.ID, Role: backend.RoleUser, Content: text, Metadata: md()},
+			{Transcript: target.ID, Role: backend.RoleAssistant, Content: res.reply, Metadata: md()},
+		}
+	}
+	settled, err := d.s.Store.Settle(bg, req)
+	if err != nil {
+		// Fenced: a newer drainer owns the session; the reply is written
+		// nowhere, and the admission is theirs to resolve.
+		return stepDone, false, fmt.Errorf("drain %s: settle admission %s (reply discarded): %w", d.session, a.ID, err)
+	}
+	d.settled(settled)
+	return stepDone, false, nil
+}
