@@ -31,6 +31,7 @@ type admitOptions struct {
 	RequestID  string
 	Producer   string
 	Identities []string
+	Parts      []string
 	Target     string
 	Reopen     bool
 	Batch      string
@@ -55,16 +56,26 @@ session creates it, owned by the principal.
 Automation input names its --producer and one or more --identity: identities
 already held by an admission of the session resolve to it ("duplicate"); the
 others form one new admission ("admitted", or "coalesced" with several).
+With --part, each --identity brings its own text (the first --part is the
+first --identity's, and so on) instead of one --text for the group: the new
+admission is made of the parts of the identities not yet held, so a
+regrouped re-offer never carries a held identity's result twice. One part
+is the admission's payload as it is; several compose
+{"parts":[{"identity":ID,"payload":P},...],"text":"TEXT1\nTEXT2..."}.
 
 With --batch FILE (or - for stdin) every line is one NDJSON input
 {"session","text"|"payload","request_id","producer","identities":[],"target"};
-one result is printed per line, in order. A bad line is reported with its
-line number and the good lines are still admitted; exit 2 if any line was bad.
+an automation line may give "parts":[{"identity":ID,"text":T},
+{"identity":ID,"payload":{...}},...] instead of "text"/"payload" (and then
+needs no "identities"). One result is printed per line, in order. A bad
+line is reported with its line number and the good lines are still
+admitted; exit 2 if any line was bad.
 With -o json or jsonl, --batch prints one JSON object a line: the admit
 result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
 		Example: `  hermesq admit s1 --text "summarise the log"
   echo "hello" | hermesq admit s1 --request-id msg-42
   hermesq admit s1 --producer ci --identity build:981 --text "[finished] build (exit 0)"
+  hermesq admit s1 --producer delegation --identity A --part RESULT_alpha --identity B --part RESULT_bravo
   hermesq admit --batch inputs.ndjson -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if o.Batch != "" {
@@ -97,11 +108,14 @@ result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
 	fl.StringVar(&o.RequestID, "request-id", "", "human input: idempotency key, unique per principal")
 	fl.StringVar(&o.Producer, "producer", "", "automation input: the producer's name")
 	fl.StringArrayVar(&o.Identities, "identity", nil, "automation input: an identity of the producer event (repeatable)")
+	fl.StringArrayVar(&o.Parts, "part", nil, "automation input: the text of one identity's own part, the Nth --part for the Nth --identity (repeatable)")
 	fl.StringVar(&o.Target, "target", "", "automation input: the transcript the work started from (default: the session's current)")
 	fl.BoolVar(&o.Reopen, "reopen", false, "human input: reopen the session's closed current transcript")
 	fl.StringVar(&o.Batch, "batch", "", "admit NDJSON inputs from FILE, or - for stdin")
 	cmd.MarkFlagsMutuallyExclusive("text", "payload")
-	for _, other := range []string{"text", "payload", "request-id", "producer", "identity", "target", "reopen"} {
+	cmd.MarkFlagsMutuallyExclusive("text", "part")
+	cmd.MarkFlagsMutuallyExclusive("payload", "part")
+	for _, other := range []string{"text", "payload", "request-id", "producer", "identity", "part", "target", "reopen"} {
 		cmd.MarkFlagsMutuallyExclusive("batch", other)
 	}
 	_ = cmd.MarkFlagFilename("batch", "ndjson", "jsonl", "json")
@@ -128,6 +142,17 @@ func (o *admitOptions) input(cfg *Config) (admission.Input, error) {
 		return in, backend.Errorf(backend.ErrInvalid, "--request-id is for human input, not with --producer")
 	case o.Producer != "" && o.Reopen:
 		return in, backend.Errorf(backend.ErrInvalid, "--reopen is for human input, not with --producer")
+	case o.Producer == "" && len(o.Parts) > 0:
+		return in, backend.Errorf(backend.ErrInvalid, "--part needs --producer (it is for automation input)")
+	case len(o.Parts) > 0 && len(o.Parts) != len(o.Identities):
+		return in, backend.Errorf(backend.ErrInvalid, "%d --part for %d --identity: give each --identity its --part, in order", len(o.Parts), len(o.Identities))
+	}
+	if len(o.Parts) > 0 {
+		in.Identities = nil
+		for i, text := range o.Parts {
+			in.Parts = append(in.Parts, admission.Part{Identity: o.Identities[i], Text: text})
+		}
+		return in, nil
 	}
 	switch {
 	case o.payloadSet:

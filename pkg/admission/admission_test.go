@@ -124,6 +124,13 @@ func (c *countingStore) Admit(ctx context.Context, reqs []backend.AdmitRequest) 
 
 func TestAdmitValidation(t *testing.T) {
 	long := strings.Repeat("x", 1025)
+	parts := func(ids ...string) []admission.Part {
+		out := make([]admission.Part, len(ids))
+		for i, id := range ids {
+			out[i] = admission.Part{Identity: id, Text: "result of " + id}
+		}
+		return out
+	}
 	human := func(f func(*admission.Input)) admission.Input {
 		in := admission.Input{Session: "s1", Text: "hi", Principal: "alice"}
 		f(&in)
@@ -161,6 +168,26 @@ func TestAdmitValidation(t *testing.T) {
 		{"nul identity", auto(func(in *admission.Input) { in.Identities = []string{"a\x00"} }), "identity contains a NUL byte"},
 		{"bad target", auto(func(in *admission.Input) { in.Target = "t t" }), "target id"},
 		{"long producer", auto(func(in *admission.Input) { in.Producer = long }), "producer is 1025 bytes"},
+		{"human parts", human(func(in *admission.Input) { in.Text, in.Parts = "", parts("a", "b") }), "parts need a producer"},
+		{"parts and text", auto(func(in *admission.Input) { in.Parts = parts("a") }), "parts replace text and payload"},
+		{"parts and payload", auto(func(in *admission.Input) { in.Text, in.Payload, in.Parts = "", []byte(`{"text":"x"}`), parts("a") }), "parts replace text and payload"},
+		{"identities not the parts'", auto(func(in *admission.Input) { in.Text, in.Identities, in.Parts = "", []string{"b"}, parts("a") }), `part 1 is for identity "a" but identity 1 is "b"`},
+		{"more identities than parts", auto(func(in *admission.Input) { in.Text, in.Identities, in.Parts = "", []string{"a", "b"}, parts("a") }), "2 identities for 1 parts"},
+		{"part without identity", auto(func(in *admission.Input) { in.Text, in.Identities, in.Parts = "", nil, parts("") }), "part 1 identity is empty"},
+		{"part twice", auto(func(in *admission.Input) { in.Text, in.Identities, in.Parts = "", nil, parts("a", "a") }), `identity "a" has two parts`},
+		{"part without text", auto(func(in *admission.Input) {
+			in.Text, in.Identities, in.Parts = "", nil, []admission.Part{{Identity: "a"}}
+		}), "part 1: text is empty"},
+		{"part with text and payload", auto(func(in *admission.Input) {
+			in.Text, in.Identities, in.Parts = "", nil, []admission.Part{{Identity: "a", Text: "x", Payload: []byte(`{"text":"x"}`)}}
+		}), "part 1 has both text and payload"},
+		{"part with bad payload", auto(func(in *admission.Input) {
+			in.Text, in.Identities, in.Parts = "", nil, []admission.Part{{Identity: "a", Payload: []byte(`{"text":1}`)}}
+		}), `part 1: payload "text" is not a string`},
+		{"parts over the limit together", auto(func(in *admission.Input) {
+			big := strings.Repeat("x", 600<<10)
+			in.Text, in.Identities, in.Parts = "", nil, []admission.Part{{Identity: "a", Text: big}, {Identity: "b", Text: big}}
+		}), "parts compose a payload of"},
 	}
 	st := &countingStore{Store: newBolt(t)}
 	svc := &admission.Service{Store: st}

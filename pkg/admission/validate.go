@@ -24,6 +24,21 @@ type Input struct {
 	Target     string          `json:"target"`     // automation: pinned transcript (default: session's current)
 	Principal  string          `json:"-"`          // set by the caller, never from input
 	Reopen     bool            `json:"-"`
+
+	// Parts gives each identity of an automation offer its own part
+	// (instead of Text or Payload for the whole group): the admission made
+	// of the identities not yet held carries their parts alone, so a
+	// regrouped re-offer notes every result exactly once. Identities may
+	// then be left out; given, they must name the parts' identities in
+	// order.
+	Parts []Part `json:"parts"`
+}
+
+// Part is one identity's own text or payload in a group offer.
+type Part struct {
+	Identity string          `json:"identity"`
+	Text     string          `json:"text"`    // becomes payload {"text": Text} when Payload is empty
+	Payload  json.RawMessage `json:"payload"` // a JSON object with a non-empty string "text"
 }
 
 // maxNesting bounds how deep a payload may nest, so a hostile payload cannot
@@ -250,37 +265,9 @@ func writeCanonical(buf *bytes.Buffer, v any) {
 	}
 }
 
-// writeString quotes s with only the escapes JSON requires: the quote, the
-// backslash and control characters. Everything else stays UTF-8.
+// writeString quotes s as canonical form writes strings.
 func writeString(buf *bytes.Buffer, s string) {
-	const hex = "0123456789abcdef"
-	buf.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			buf.WriteString(`\"`)
-		case c == '\\':
-			buf.WriteString(`\\`)
-		case c == '\n':
-			buf.WriteString(`\n`)
-		case c == '\r':
-			buf.WriteString(`\r`)
-		case c == '\t':
-			buf.WriteString(`\t`)
-		case c == '\b':
-			buf.WriteString(`\b`)
-		case c == '\f':
-			buf.WriteString(`\f`)
-		case c < 0x20:
-			buf.WriteString(`\u00`)
-			buf.WriteByte(hex[c>>4])
-			buf.WriteByte(hex[c&0xf])
-		default:
-			buf.WriteByte(c)
-		}
-	}
-	buf.WriteByte('"')
+	buf.Write(backend.AppendJSONString(buf.AvailableBuffer(), s))
 }
 
 // oneLine keeps an error message on one line.
@@ -300,8 +287,23 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 		return req, err
 	}
 	var payload json.RawMessage
+	var parts []backend.Part
 	var err error
 	switch {
+	case len(in.Parts) > 0:
+		if in.Producer == "" {
+			return req, invalidf("parts need a producer (automation input)")
+		}
+		if len(in.Payload) > 0 || in.Text != "" {
+			return req, invalidf("parts replace text and payload; give parts alone")
+		}
+		if parts, payload, err = s.parts(in); err != nil {
+			return req, err
+		}
+		in.Identities = nil // checked against the parts; taken from them
+		for _, p := range parts {
+			in.Identities = append(in.Identities, p.Identity)
+		}
 	case len(in.Payload) > 0 && in.Text != "":
 		return req, invalidf("text and payload are both set; give one")
 	case len(in.Payload) > 0:
@@ -373,6 +375,55 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 	req.Kind = backend.KindAutomation
 	req.Producer = in.Producer
 	req.Identities = ids
+	req.Parts = parts
 	req.PinnedTarget = in.Target
 	return req, nil
+}
+
+// parts validates an offer's parts: each names a valid identity, once, and
+// carries one of text or payload; identities, when given too, name the
+// parts' identities in order. It returns the canonical parts and their
+// composition, which must fit the payload limit, so any subset the store
+// composes fits too.
+func (s *Service) parts(in Input) ([]backend.Part, json.RawMessage, error) {
+	if len(in.Identities) > 0 && len(in.Identities) != len(in.Parts) {
+		return nil, nil, invalidf("%d identities for %d parts: leave identities out, or name each part's identity in order", len(in.Identities), len(in.Parts))
+	}
+	out := make([]backend.Part, len(in.Parts))
+	seen := make(map[string]bool, len(in.Parts))
+	for i, p := range in.Parts {
+		if err := backend.ValidateToken(fmt.Sprintf("part %d identity", i+1), p.Identity); err != nil {
+			return nil, nil, err
+		}
+		if len(in.Identities) > 0 && in.Identities[i] != p.Identity {
+			return nil, nil, invalidf("part %d is for identity %q but identity %d is %q", i+1, p.Identity, i+1, in.Identities[i])
+		}
+		if seen[p.Identity] {
+			return nil, nil, invalidf("identity %q has two parts", p.Identity)
+		}
+		seen[p.Identity] = true
+		var payload json.RawMessage
+		var err error
+		switch {
+		case len(p.Payload) > 0 && p.Text != "":
+			return nil, nil, invalidf("part %d has both text and payload; give one", i+1)
+		case len(p.Payload) > 0:
+			payload, err = Canonical(p.Payload, s.MaxPayload)
+		default:
+			payload, err = textPayload(p.Text, s.MaxPayload)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("part %d: %w", i+1, err)
+		}
+		out[i] = backend.Part{Identity: p.Identity, Payload: payload}
+	}
+	all := backend.ComposeParts(out)
+	limit, err := checkLimit(s.MaxPayload)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(all) > limit {
+		return nil, nil, invalidf("parts compose a payload of %d bytes, more than the limit of %d", len(all), limit)
+	}
+	return out, all, nil
 }

@@ -223,6 +223,13 @@ type AdmitRequest struct {
 	CreateSession bool // human: create the session (owner = Principal) if absent
 	Reopen        bool // human: reopen a closed current transcript
 	Now           time.Time
+
+	// Parts, when set, gives each identity its own part (Parts[i] is for
+	// Identities[i]): the new admission's payload is ComposeParts of the
+	// parts of the identities not yet held, in offer order; Payload, the
+	// composition of every part, bounds the size. A duplicate's
+	// PayloadDiffers is judged per member (PartDiffers).
+	Parts []Part
 }
 
 // Admit results (AdmitResult.Result) and identity results.

@@ -70,8 +70,8 @@ func CheckAdmitRequest(r AdmitRequest) error {
 	}
 	switch r.Kind {
 	case KindHuman:
-		if len(r.Identities) > 0 {
-			return fmt.Errorf("human input with identities (identities are for automation input): %w", ErrInvalid)
+		if len(r.Identities) > 0 || len(r.Parts) > 0 {
+			return fmt.Errorf("human input with identities or parts (they are for automation input): %w", ErrInvalid)
 		}
 		if r.RequestID != "" {
 			return ValidateToken("request id", r.RequestID)
@@ -87,6 +87,9 @@ func CheckAdmitRequest(r AdmitRequest) error {
 			if err := ValidateToken("identity", id); err != nil {
 				return err
 			}
+		}
+		if len(r.Parts) > 0 {
+			return checkParts(r)
 		}
 	default:
 		return fmt.Errorf("kind %q is not %s or %s: %w", r.Kind, KindHuman, KindAutomation, ErrInvalid)

@@ -101,6 +101,20 @@ func (h *harness) offer(session, producer string, ids []string, text, target str
 	return r
 }
 
+// offerParts offers an automation group with one text part per identity.
+func (h *harness) offerParts(session, producer string, ids, texts []string) backend.AdmitResult {
+	h.t.Helper()
+	parts := make([]admission.Part, len(ids))
+	for i := range ids {
+		parts[i] = admission.Part{Identity: ids[i], Text: texts[i]}
+	}
+	r, err := h.svc.Admit(h.ctx, admission.Input{Session: session, Producer: producer, Parts: parts, Principal: owner})
+	if err != nil {
+		h.t.Fatalf("offer parts %v to %s: %v", ids, session, err)
+	}
+	return r
+}
+
 // handler is the scenarios' handler, recording its invocations, with extra
 // HQT_* switches.
 func (h *harness) handler(env ...string) *admission.Handler {

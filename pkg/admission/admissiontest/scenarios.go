@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ func RunScenarios(t *testing.T, newStore func(t *testing.T) backend.Store) {
 		{"ViewerAttachesAfterAdmission", viewerAttachesAfterAdmission},
 		{"WatchNotices", watchNotices},
 		{"Regroup", regroup},
+		{"RegroupWithParts", regroupWithParts},
+		{"RegroupWithPartsViewer", regroupWithPartsViewer},
 		{"MessageCounts", messageCounts},
 		{"RequestIDIdempotency", requestIDIdempotency},
 		{"QueuedWorkSurvivesNewDrainer", queuedWorkSurvivesNewDrainer},
@@ -280,6 +283,65 @@ func regroup(t *testing.T, h *harness) {
 	if n := len(h.admissions("s1", backend.AdmissionFilter{})); n != 3 {
 		t.Errorf("%d admissions, want 3", n)
 	}
+}
+
+// Regrouped re-offer with a part per member: [A] is noted; [A, B] then
+// comes with A's and B's results as their own parts. A resolves to its
+// admission, B's admission holds B's part alone, and after the drain each
+// result stands in exactly one note.
+func regroupWithParts(t *testing.T, h *harness) {
+	d := producers[1]
+	A, B := d.id("deleg_alpha"), d.id("deleg_bravo")
+	h.openSession("s1")
+	ra := h.offerParts("s1", "delegation", []string{A}, []string{"RESULT_alpha"})
+	if rep := h.drain("s1"); rep.Notes != 1 {
+		t.Fatalf("first drain: %d notes, want 1", rep.Notes)
+	}
+	rab := h.offerParts("s1", "delegation", []string{A, B}, []string{"RESULT_alpha", "RESULT_bravo"})
+	if rab.Result != backend.ResultAdmitted || rab.Identities[A] != backend.ResultDuplicate || rab.Identities[B] != backend.ResultAdmitted {
+		t.Fatalf("[A,B]: result %q identities %v, want admitted with A duplicate, B admitted", rab.Result, rab.Identities)
+	}
+	if got := textOf(h.admission(rab.Admission.ID)); got != "RESULT_bravo" {
+		t.Errorf("B's admission text %q, want B's part alone", got)
+	}
+	if rab.PayloadDiffers {
+		t.Errorf("[A,B]: payload_differs true, but A's part is the committed one")
+	}
+	h.drain("s1")
+	h.wantStrings("notes", h.notes("s1"), []string{"RESULT_alpha", "RESULT_bravo"})
+	for _, want := range []string{"RESULT_alpha", "RESULT_bravo"} {
+		n := 0
+		for _, note := range h.notes("s1") {
+			n += strings.Count(note, want)
+		}
+		if n != 1 {
+			t.Errorf("%s appears %d times in the notes, want once", want, n)
+		}
+	}
+	if n := h.notesOf("s1", ra.Admission.ID) + h.notesOf("s1", rab.Admission.ID); n != 2 {
+		t.Errorf("%d notes of A and B, want 2", n)
+	}
+	h.wantStrings("turns", h.turnTexts(), nil)
+}
+
+// The same with a viewer watching when B runs: A's note stays the only
+// one, and B is a turn whose input is B's part alone.
+func regroupWithPartsViewer(t *testing.T, h *harness) {
+	d := producers[1]
+	A, B := d.id("deleg_alpha"), d.id("deleg_bravo")
+	h.openSession("s1")
+	h.offerParts("s1", "delegation", []string{A}, []string{"RESULT_alpha"})
+	h.drain("s1")
+	h.offerParts("s1", "delegation", []string{A, B}, []string{"RESULT_alpha", "RESULT_bravo"})
+	if _, err := h.svc.AddViewer(h.ctx, "s1", 0); err != nil {
+		t.Fatal(err)
+	}
+	rep := h.drain("s1")
+	if rep.Turns != 1 || rep.Notes != 0 {
+		t.Errorf("second drain: %d turns, %d notes; want 1, 0", rep.Turns, rep.Notes)
+	}
+	h.wantStrings("notes", h.notes("s1"), []string{"RESULT_alpha"})
+	h.wantStrings("turns", h.turnTexts(), []string{"RESULT_bravo/1"})
 }
 
 // 1f. A note grows the transcript by exactly one message, a turn by two.

@@ -52,6 +52,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	var all []suiteTest
 	all = append(all, sessionTests...)
 	all = append(all, admitTests...)
+	all = append(all, partsTests...)
 	all = append(all, leaseTests...)
 	all = append(all, settleTests...)
 	all = append(all, lineageTests...)

@@ -150,7 +150,8 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 	var fresh []string
 	var first *admRec
 	seen := map[string]bool{}
-	for _, ident := range r.Identities {
+	var freshParts []backend.Part
+	for i, ident := range r.Identities {
 		if _, dup := res.Identities[ident]; dup {
 			continue
 		}
@@ -158,6 +159,9 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 		if id == nil {
 			res.Identities[ident] = backend.ResultAdmitted
 			fresh = append(fresh, ident)
+			if len(r.Parts) > 0 {
+				freshParts = append(freshParts, r.Parts[i])
+			}
 			continue
 		}
 		res.Identities[ident] = backend.ResultDuplicate
@@ -168,10 +172,15 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 		if first == nil {
 			first = old
 		}
+		if len(r.Parts) > 0 {
+			if backend.PartDiffers(r.Parts[i].Payload, old.admission(), ident) {
+				res.PayloadDiffers = true
+			}
+		}
 		if !seen[old.ID] {
 			seen[old.ID] = true
 			res.Duplicates = append(res.Duplicates, old.ID)
-			if old.Payload != string(r.Payload) {
+			if len(r.Parts) == 0 && old.Payload != string(r.Payload) {
 				res.PayloadDiffers = true
 			}
 		}
@@ -184,6 +193,11 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 		a.PinnedTarget = rec.CurrentTranscript
 	}
 	a.Identities = fresh
+	if len(freshParts) > 0 {
+		// The admission is made of the parts of the identities not yet
+		// held, so a regrouped re-offer carries no result twice.
+		a.Payload = string(backend.ComposeParts(freshParts))
+	}
 	if err := t.insertAdmission(sb, rec, a); err != nil {
 		return res, err
 	}

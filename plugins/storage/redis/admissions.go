@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -162,6 +163,10 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 		for _, id := range req.Identities {
 			args = append(args, id)
 		}
+		args = append(args, len(req.Parts))
+		for _, p := range req.Parts {
+			args = append(args, string(backend.PartMember(p)), string(backend.PartTextFragment(p.Payload)), string(p.Payload))
+		}
 	}
 	r, err := s.eval(ctx, scriptAdmit, []string{
 		s.k.session(sid), s.k.grants(sid), s.k.transcripts(sid), s.k.admissions(sid),
@@ -188,7 +193,37 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 		}
 		out[i] = res
 	}
+	for _, i := range run {
+		if len(reqs[i].Parts) > 0 && len(out[i].Duplicates) > 0 && out[i].Err == nil {
+			differs, err := s.partsDiffer(ctx, sid, reqs[i], out[i])
+			if err != nil {
+				return nil, err
+			}
+			out[i].PayloadDiffers = differs
+		}
+	}
 	return out, nil
+}
+
+// partsDiffer judges payload_differs per member for an offer with parts:
+// each held identity's part against the part it committed. Committed
+// payloads never change, so reading them after the script is exact.
+func (s *Store) partsDiffer(ctx context.Context, sid string, req backend.AdmitRequest, res backend.AdmitResult) (bool, error) {
+	held, err := s.readAdmissions(ctx, sid, res.Duplicates)
+	if err != nil {
+		return false, err
+	}
+	for i, ident := range req.Identities {
+		if res.Identities[ident] != backend.ResultDuplicate {
+			continue
+		}
+		for _, a := range held {
+			if slices.Contains(a.Identities, ident) && backend.PartDiffers(req.Parts[i].Payload, a, ident) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func (s *Store) admitResult(req backend.AdmitRequest, r []any) (backend.AdmitResult, error) {

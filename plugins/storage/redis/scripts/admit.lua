@@ -9,11 +9,15 @@
 -- ARGV[3..] one block per request: new admission id, kind, producer,
 --   principal, request id, canonical payload, pinned target ('' = current),
 --   replay_of, create session '1'|'0', reopen '1'|'0', now (ns),
---   number of identities n, then the n identities
+--   number of identities n, then the n identities, then the number of
+--   parts (0 or n), then per part (for the identity at the same place): its
+--   member of a composed payload ({"identity":…,"payload":…}), its text as
+--   escaped between a JSON string's quotes, and its canonical payload
 -- Returns one reply per request:
 --   {'ok', result, record, payload, identity list, payload_differs '1'|'0',
 --    duplicate ids joined by NUL, per-identity results ('a'|'d' per identity)}
---   result: admitted | duplicate | coalesced
+--   result: admitted | duplicate | coalesced; with parts, payload_differs is
+--   '0' and judged per member by the caller (the payloads are immutable)
 -- or {'not_found'} (no session), {'forbidden'} (principal not owner nor granted),
 -- {'conflict', admission id} (request id reused with another payload),
 -- {'id_taken', admission id} (the new admission id names another request),
@@ -22,7 +26,7 @@ local sid = ARGV[2]
 local changed = false
 
 local function admit_one(id, kind, producer, principal, request_id, payload, pinned, replay_of,
-    create, reopen, now, idents)
+    create, reopen, now, idents, parts)
 
   local function reply(result, adm_id, differs, dups, idres)
     return {'ok', result, redis.call('HGET', KEYS[4], adm_id), redis.call('HGET', KEYS[5], adm_id),
@@ -59,6 +63,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
   end
 
   local new_ids = {}
+  local new_parts = {}
   local dups = {}
   local idres = {}
   local differs = false
@@ -83,14 +88,14 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
   else
     local seen = {}
     local first_dup = nil
-    for _, ident in ipairs(idents) do
+    for k, ident in ipairs(idents) do
       local holder = redis.call('HGET', KEYS[9], ident)
       if holder then
         idres[#idres + 1] = 'd'
         if not seen[holder] then
           seen[holder] = true
           dups[#dups + 1] = holder
-          if redis.call('HGET', KEYS[5], holder) ~= payload then differs = true end
+          if not parts and redis.call('HGET', KEYS[5], holder) ~= payload then differs = true end
         end
         first_dup = first_dup or holder
       elseif seen['\0' .. ident] then
@@ -99,6 +104,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
         seen['\0' .. ident] = true
         idres[#idres + 1] = 'a'
         new_ids[#new_ids + 1] = ident
+        if parts then new_parts[#new_parts + 1] = parts[k] end
       end
     end
     if #new_ids == 0 then
@@ -106,6 +112,21 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     end
     for _, ident in ipairs(new_ids) do redis.call('HSET', KEYS[9], ident, id) end
     if pinned == '' then pinned = s.current end
+    if parts then
+      -- The admission is made of the parts of the identities not yet held
+      -- (backend.ComposeParts, byte for byte).
+      if #new_parts == 1 then
+        payload = new_parts[1].payload
+      else
+        local members, texts = {}, {}
+        for j, p in ipairs(new_parts) do
+          members[j] = p.member
+          texts[j] = p.text
+        end
+        payload = '{"parts":[' .. table.concat(members, ',') .. '],"text":"' ..
+          table.concat(texts, '\\n') .. '"}'
+      end
+    end
   end
 
   local seq = tonumber(s.next_seq)
@@ -131,9 +152,19 @@ while i <= #ARGV do
   local n = tonumber(ARGV[i + 11])
   local idents = {}
   for j = 1, n do idents[j] = ARGV[i + 11 + j] end
+  local at = i + 12 + n
+  local np = tonumber(ARGV[at])
+  local parts = nil
+  if np > 0 then
+    parts = {}
+    for j = 1, np do
+      local k = at + 3 * (j - 1)
+      parts[j] = {member = ARGV[k + 1], text = ARGV[k + 2], payload = ARGV[k + 3]}
+    end
+  end
   out[#out + 1] = admit_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-    ARGV[i + 6], ARGV[i + 7], ARGV[i + 8] == '1', ARGV[i + 9] == '1', ARGV[i + 10], idents)
-  i = i + 12 + n
+    ARGV[i + 6], ARGV[i + 7], ARGV[i + 8] == '1', ARGV[i + 9] == '1', ARGV[i + 10], idents, parts)
+  i = at + 1 + 3 * np
 end
 if changed then publish(ARGV[1], sid) end
 return out

@@ -1,0 +1,166 @@
+package backend
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Part is one identity's own share of an automation offer: a group offer
+// may carry a part per identity, so that the admission made of the
+// identities not yet held holds their parts alone, and every producer
+// result is noted exactly once however the producer regroups its re-offers.
+type Part struct {
+	Identity string
+	Payload  json.RawMessage // canonical JSON object with a non-empty "text"
+}
+
+// ComposeParts is the payload of an admission made of parts, in offer
+// order. One part is its own payload, unchanged. Several are the canonical
+// object
+//
+//	{"parts":[{"identity":ID,"payload":P},…],"text":T}
+//
+// where T joins the parts' texts with a newline, so that a note or a turn
+// of the group reads every member's text once. Every store composes with
+// this one rule (the Redis store builds the same bytes inside its script),
+// so a payload never depends on the store it was admitted to.
+func ComposeParts(parts []Part) json.RawMessage {
+	if len(parts) == 1 {
+		return append(json.RawMessage(nil), parts[0].Payload...)
+	}
+	var members, texts bytes.Buffer
+	for i, p := range parts {
+		if i > 0 {
+			members.WriteByte(',')
+			texts.WriteString(`\n`)
+		}
+		members.Write(PartMember(p))
+		texts.Write(PartTextFragment(p.Payload))
+	}
+	var b bytes.Buffer
+	b.Grow(members.Len() + texts.Len() + 24)
+	b.WriteString(`{"parts":[`)
+	b.Write(members.Bytes())
+	b.WriteString(`],"text":"`)
+	b.Write(texts.Bytes())
+	b.WriteString(`"}`)
+	return b.Bytes()
+}
+
+// PartMember is one part as a member of a composed payload's "parts":
+// {"identity":ID,"payload":P}, canonical.
+func PartMember(p Part) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"identity":`)
+	b.Write(AppendJSONString(nil, p.Identity))
+	b.WriteString(`,"payload":`)
+	b.Write(p.Payload)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// PartTextFragment is the "text" of a canonical payload as it stands
+// between the quotes of a JSON string (escaped as canonical form escapes):
+// the piece a composed payload's text is joined from.
+func PartTextFragment(payload json.RawMessage) []byte {
+	var v struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(payload, &v) // canonical payloads always have a string text
+	s := AppendJSONString(nil, v.Text)
+	return s[1 : len(s)-1]
+}
+
+// PartOf returns the part identity contributed to a committed admission
+// with the given payload and identities: the whole payload when the
+// admission carries that identity alone, the member's payload when the
+// admission was composed of parts, and false when the admission carries a
+// group payload not made of parts (no member has a part of its own).
+func PartOf(payload json.RawMessage, identities []string, identity string) (json.RawMessage, bool) {
+	if len(identities) == 1 && identities[0] == identity {
+		return payload, true
+	}
+	var v struct {
+		Parts []struct {
+			Identity string          `json:"identity"`
+			Payload  json.RawMessage `json:"payload"`
+		} `json:"parts"`
+	}
+	if json.Unmarshal(payload, &v) != nil {
+		return nil, false
+	}
+	for _, p := range v.Parts {
+		if p.Identity == identity {
+			return p.Payload, true
+		}
+	}
+	return nil, false
+}
+
+// PartDiffers reports whether an offered part differs from what its
+// identity committed in the admission holding it (payload and identities of
+// that admission): payload_differs judged per member. A member of a group
+// committed without parts differs unless the group's payload is the part.
+func PartDiffers(offered json.RawMessage, held Admission, identity string) bool {
+	committed, ok := PartOf(held.Payload, held.Identities, identity)
+	if !ok {
+		return !bytes.Equal(held.Payload, offered)
+	}
+	return !bytes.Equal(committed, offered)
+}
+
+// AppendJSONString appends s quoted as canonical JSON writes strings: only
+// the escapes JSON requires (the quote, the backslash and control
+// characters); everything else stays UTF-8 as it is.
+func AppendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			b = append(b, '\\', '"')
+		case c == '\\':
+			b = append(b, '\\', '\\')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// checkParts checks the parts of an automation request: each with a valid
+// identity and a payload, no identity twice, and Identities naming the
+// parts' identities in order.
+func checkParts(r AdmitRequest) error {
+	if len(r.Parts) != len(r.Identities) {
+		return fmt.Errorf("%d parts for %d identities: %w", len(r.Parts), len(r.Identities), ErrInvalid)
+	}
+	seen := make(map[string]bool, len(r.Parts))
+	for i, p := range r.Parts {
+		if p.Identity != r.Identities[i] {
+			return fmt.Errorf("part %d is for identity %q, not %q: %w", i+1, p.Identity, r.Identities[i], ErrInvalid)
+		}
+		if seen[p.Identity] {
+			return fmt.Errorf("identity %q has two parts: %w", p.Identity, ErrInvalid)
+		}
+		seen[p.Identity] = true
+		if len(p.Payload) == 0 {
+			return fmt.Errorf("part %d has an empty payload: %w", i+1, ErrInvalid)
+		}
+	}
+	return nil
+}
