@@ -67,11 +67,15 @@ func (e *reportedError) Unwrap() error { return e.err }
 func ExitCode(err error) int {
 	var sig *signalError
 	var run *runError
+	var check *checkStatus
 	sigErr := errors.As(err, &sig)
 	code := backend.CodeOf(err)
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &check):
+		// check speaks the Nagios plugin conventions instead.
+		return check.state
 	case sigErr:
 		if s, ok := sig.sig.(syscall.Signal); ok {
 			return 128 + int(s)

@@ -26,6 +26,9 @@ With -o json the error object on stderr carries one of the codes invalid,
 not_found, conflict, fenced, attention, forbidden, unavailable or internal;
 an interrupted drain (130, 143) reports "unavailable": what is queued stays
 queued, and the drain may be run again.
+
+'hermesq check' follows the Nagios plugin conventions instead: 0 OK,
+1 WARNING, 2 CRITICAL, 3 UNKNOWN (the check could not be made).
 `
 
 // newHelpCmd is cobra's help command with one additional topic,

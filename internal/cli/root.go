@@ -72,6 +72,8 @@ Exit codes:
 		newResolveCmd(f),
 		newCancelCmd(f),
 		newReplayCmd(f),
+		newStatsCmd(f),
+		newCheckCmd(f),
 		newExportCmd(f),
 		newImportCmd(f),
 	)
