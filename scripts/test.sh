@@ -37,3 +37,9 @@ if ! HERMESQ_CHAOS=1 HERMESQ_CHAOS_INPUTS="${HERMESQ_CHAOS_INPUTS:-2000}" HERMES
   exit 1
 fi
 grep -E '^(--- |ok)|inputs across|killed with SIGKILL|turns ran again|failed with 75' "$soak_log"
+echo "== bench -quick (checks that every figure runs; speed is not judged here)"
+# The bench is its own module (it measures asynq beside hermesq); the README's
+# "Performance" section has the full run and its figures.
+bench_json=$(mktemp)
+trap 'rm -f "$soak_log" "$bench_json"' EXIT
+(cd bench && go vet . && go run . -quick -json "$bench_json")

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hermesq/hermesq/pkg/admission"
+	"github.com/hermesq/hermesq/pkg/backend"
+	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
+	redisstore "github.com/hermesq/hermesq/plugins/storage/redis"
+)
+
+// env is what a run shares: a temp dir, the built binaries, the
+// redis-servers (started on first use).
+type env struct {
+	dir     string
+	hermesq string
+	hello   string
+	servers map[string]*redisServer // "everysec", "always"
+	n       int
+}
+
+func newEnv(repo string) (*env, error) {
+	dir, err := os.MkdirTemp("", "hermesq-bench-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{dir: dir, servers: map[string]*redisServer{}}
+	abs, err := filepath.Abs(repo)
+	if err != nil {
+		return nil, err
+	}
+	e.hermesq = filepath.Join(dir, "hermesq")
+	build := exec.Command("go", "build", "-o", e.hermesq, "./cmd/hermesq")
+	build.Dir, build.Stderr = abs, os.Stderr
+	if err := build.Run(); err != nil {
+		e.close()
+		return nil, fmt.Errorf("build hermesq in %s: %w", abs, err)
+	}
+	src := filepath.Join(dir, "hello.go")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello, world\") }\n"), 0o600); err != nil {
+		return nil, err
+	}
+	e.hello = filepath.Join(dir, "hello")
+	build = exec.Command("go", "build", "-o", e.hello, src)
+	build.Dir, build.Stderr = dir, os.Stderr
+	build.Env = append(os.Environ(), "GO111MODULE=off")
+	if err := build.Run(); err != nil {
+		e.close()
+		return nil, fmt.Errorf("build hello world: %w", err)
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	for _, s := range e.servers {
+		s.stop()
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+// fresh returns a new path under the run's temp dir.
+func (e *env) fresh(name string) string {
+	e.n++
+	return filepath.Join(e.dir, fmt.Sprintf("%s-%d", name, e.n))
+}
+
+func (e *env) machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), TempDir: e.dir}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				m.CPU = strings.TrimSpace(l[strings.IndexByte(l, ':')+1:])
+				break
+			}
+		}
+	}
+	if out, err := exec.Command("uname", "-sr").Output(); err == nil {
+		m.Kernel = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
+		f := strings.Fields(string(out))
+		for _, w := range f {
+			if strings.HasPrefix(w, "v=") {
+				m.Redis = "redis " + w[2:]
+			}
+		}
+	}
+	return m
+}
+
+// --- stores -----------------------------------------------------------
+
+// boltURL is a fresh bbolt store URL in the temp dir.
+func (e *env) boltURL() string { return "bbolt://" + e.fresh("store") + ".db" }
+
+// redisURL is a fresh key prefix on the given server.
+func (e *env) redisURL(kind string) (string, error) {
+	s, err := e.redis(kind)
+	if err != nil {
+		return "", err
+	}
+	e.n++
+	return fmt.Sprintf("redis://%s/0?prefix=b%d", s.addr, e.n), nil
+}
+
+func openStore(ctx context.Context, raw string) (backend.Store, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme == "bbolt" {
+		return boltstore.Opener(ctx, u, backend.Options{})
+	}
+	return redisstore.Opener(ctx, u, backend.Options{})
+}
+
+func service(st backend.Store) *admission.Service { return &admission.Service{Store: st} }
+
+// --- redis-server -------------------------------------------------------
+
+type redisServer struct {
+	addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+func (e *env) redis(kind string) (*redisServer, error) {
+	if s := e.servers[kind]; s != nil {
+		return s, nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir := e.fresh("redis-" + kind)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+		"--appendonly", "yes", "--appendfsync", kind, "--daemonize", "no", "--logfile", filepath.Join(dir, "log")}
+	cmd := exec.Command("redis-server", args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	s := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
+	c := goredis.NewClient(&goredis.Options{Addr: s.addr})
+	defer c.Close()
+	for i := 0; ; i++ {
+		if c.Ping(context.Background()).Err() == nil {
+			break
+		}
+		if i > 100 {
+			s.stop()
+			return nil, fmt.Errorf("redis-server on %s did not answer", s.addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.servers[kind] = s
+	return s, nil
+}
+
+func (s *redisServer) stop() {
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+}
+
+func (s *redisServer) client() *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: s.addr, PoolSize: 32})
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// --- processes ----------------------------------------------------------
+
+// run is one finished process: its wall time and peak RSS.
+type run struct {
+	wall   time.Duration
+	maxRSS int64 // bytes
+	out    []byte
+}
+
+// hq runs the hermesq binary on store with stdin, and fails unless it
+// exits 0.
+func (e *env) hq(store string, stdin []byte, args ...string) (run, error) {
+	cmd := exec.Command(e.hermesq, args...)
+	cmd.Env = append(os.Environ(), "HERMESQ_STORE="+store, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"), "HERMESQ_PRINCIPAL=bench")
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	r := run{wall: time.Since(t0), out: out.Bytes()}
+	if err != nil {
+		return r, fmt.Errorf("hermesq %s: %v: %s", strings.Join(args, " "), err, firstLines(errb.String()))
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSS = ru.Maxrss * 1024
+	}
+	return r, nil
+}
+
+func firstLines(s string) string {
+	sc := bufio.NewScanner(strings.NewReader(s))
+	var out []string
+	for sc.Scan() && len(out) < 3 {
+		out = append(out, sc.Text())
+	}
+	return strings.Join(out, " | ")
+}
+
+// execMedian runs argv n times and returns the median wall time. Exit
+// codes other than 0 are accepted when listed in okExit.
+func execMedian(n int, env []string, okExit []int, argv ...string) (time.Duration, error) {
+	ds := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		t0 := time.Now()
+		err := cmd.Run()
+		d := time.Since(t0)
+		if err != nil && !slices.Contains(okExit, cmd.ProcessState.ExitCode()) {
+			return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+		}
+		ds = append(ds, d)
+	}
+	return median(ds), nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+func perSec(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,402 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/admission"
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+const noteText = "[finished] make test (exit 0)"
+
+// note is automation input number i for session s: a note when drained
+// with nobody watching.
+func note(s string, i int) admission.Input {
+	return admission.Input{Session: s, Producer: "bench", Identities: []string{fmt.Sprintf("completion:%s:%d", s, i)},
+		Text: noteText, Principal: "bench"}
+}
+
+// ndjson is n --batch lines of automation input to session s (offset
+// keeps identities distinct across calls).
+func ndjson(s string, n, offset int) []byte {
+	var b bytes.Buffer
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"session":%q,"producer":"bench","identities":["completion:%s:%d"],"text":%q}`+"\n", s, s, offset+i, noteText)
+	}
+	return b.Bytes()
+}
+
+// humans is n --batch lines of human input (turns).
+func humans(s string, n int) []byte {
+	var b bytes.Buffer
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `{"session":%q,"text":"question %d"}`+"\n", s, i)
+	}
+	return b.Bytes()
+}
+
+func openSession(ctx context.Context, st backend.Store, id string) error {
+	_, _, err := st.OpenSession(ctx, backend.OpenSessionRequest{ID: id, Owner: "bench"})
+	return err
+}
+
+// parallelAdmits admits n inputs to one session from g goroutines, each
+// alone (one Service.Admit per input), and returns the rate.
+func parallelAdmits(ctx context.Context, store string, g, n int) (float64, error) {
+	st, err := openStore(ctx, store)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	svc := service(st)
+	if err := openSession(ctx, st, "p"); err != nil {
+		return 0, err
+	}
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := 0; w < g; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if _, err := svc.Admit(ctx, note("p", i)); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return perSec(n, time.Since(t0)), firstErr
+}
+
+// figure1: bbolt in process, single admits from 64 goroutines, against raw
+// bbolt group commit of equivalent records.
+func figure1(e *env, sz sizes) ([]Result, error) {
+	ctx := context.Background()
+	hq, err := parallelAdmits(ctx, e.boltURL(), 64, sz.Admits)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := rawGroupCommit(e.fresh("raw")+".db", 64, sz.Admits)
+	if err != nil {
+		return nil, err
+	}
+	return []Result{rate("1", "bbolt admits, in process, 64 goroutines", hq, "raw bbolt group commit, 64 goroutines", raw, ">= 0.8")}, nil
+}
+
+// batchAdmit runs one `hermesq admit --batch -` of n lines into a new
+// session and returns the rate.
+func (e *env) batchAdmit(store, session string, n int) (float64, error) {
+	if _, err := e.hq(store, nil, "session", "open", session); err != nil {
+		return 0, err
+	}
+	r, err := e.hq(store, ndjson(session, n, 0), "admit", "--batch", "-", "-o", "jsonl")
+	if err != nil {
+		return 0, err
+	}
+	if got := bytes.Count(r.out, []byte("\n")); got != n {
+		return 0, fmt.Errorf("admit --batch printed %d results for %d lines", got, n)
+	}
+	return perSec(n, r.wall), nil
+}
+
+// figure2: admit --batch of NDJSON lines on bbolt, against raw bbolt at
+// 1,000 records per transaction.
+func figure2(e *env, sz sizes) ([]Result, error) {
+	hq, err := e.batchAdmit(e.boltURL(), "b", sz.Batch)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := rawBulk(e.fresh("raw")+".db", sz.Batch)
+	if err != nil {
+		return nil, err
+	}
+	return []Result{rate("2", fmt.Sprintf("admit --batch of %d lines, bbolt", sz.Batch), hq, "raw bbolt, 1,000 records/txn", raw, ">= 0.8")}, nil
+}
+
+// figure3: one `hermesq admit` process on bbolt against a hello-world Go
+// binary (medians), and `hermesq --version`.
+func figure3(e *env, sz sizes) ([]Result, error) {
+	store := e.boltURL()
+	if _, err := e.hq(store, nil, "session", "open", "x"); err != nil {
+		return nil, err
+	}
+	env := append(os.Environ(), "HERMESQ_STORE="+store, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"), "HERMESQ_PRINCIPAL=bench")
+	hello, err := execMedian(sz.Execs, env, nil, e.hello)
+	if err != nil {
+		return nil, err
+	}
+	admit, err := execMedian(sz.Execs, env, nil, e.hermesq, "admit", "x", "--text", "hello")
+	if err != nil {
+		return nil, err
+	}
+	version, err := execMedian(sz.Execs, env, []int{2}, e.hermesq, "--version")
+	if err != nil {
+		return nil, err
+	}
+	hello2, err := execMedian(sz.Execs, env, nil, e.hello)
+	if err != nil {
+		return nil, err
+	}
+	if hello2 < hello {
+		hello = hello2
+	}
+	n := fmt.Sprintf("median of %d", sz.Execs)
+	return []Result{
+		mk("3", "one `hermesq admit` process, bbolt", ms(admit), "ms", "hello-world Go binary", ms(hello), "<= 2.0"),
+		withNote(mk("3", "`hermesq --version` (a usage error)", ms(version), "ms", "hello-world Go binary", ms(hello), ""), n),
+	}, nil
+}
+
+func withNote(r Result, note string) Result { r.Note = note; return r }
+
+// figure4: Redis single admits from 8 callers against asynq enqueue with
+// TaskID from 8 goroutines; admit --batch on Redis against redis-benchmark
+// running an equivalent admit script with 16-deep pipelines.
+func figure4(e *env, sz sizes) ([]Result, error) { return redisAdmits(e, sz, "everysec", "4") }
+
+func redisAdmits(e *env, sz sizes, kind, fig string) ([]Result, error) {
+	ctx := context.Background()
+	u, err := e.redisURL(kind)
+	if err != nil {
+		return nil, err
+	}
+	hq, err := parallelAdmits(ctx, u, 8, sz.Admits)
+	if err != nil {
+		return nil, err
+	}
+	srv, _ := e.redis(kind)
+	aq, err := asynqEnqueue(srv.addr, 8, sz.Admits)
+	if err != nil {
+		return nil, err
+	}
+	u, _ = e.redisURL(kind)
+	batch, err := e.batchAdmit(u, "b", sz.Batch)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := redisBenchmarkAdmit(srv, sz.Batch)
+	if err != nil {
+		return nil, err
+	}
+	t1, t2 := ">= 1.5", ">= 0.8"
+	suffix := ""
+	if fig == "8" {
+		t1, t2, suffix = "", "", ", appendfsync always"
+	}
+	return []Result{
+		rate(fig, "Redis admits, in process, 8 callers"+suffix, hq, "asynq enqueue (TaskID), 8 goroutines", aq, t1),
+		rate(fig, fmt.Sprintf("admit --batch of %d lines, Redis%s", sz.Batch, suffix), batch, "redis-benchmark admit script, -P 16", rb, t2),
+	}, nil
+}
+
+// drainCLI queues n notes with admit --batch and drains them with one
+// `hermesq drain` process; it returns the drain's rate and peak RSS.
+func (e *env) drainCLI(store, session string, n int) (float64, run, error) {
+	if _, err := e.batchAdmit(store, session, n); err != nil {
+		return 0, run{}, err
+	}
+	r, err := e.hq(store, nil, "drain", session, "-o", "json")
+	if err != nil {
+		return 0, r, err
+	}
+	var rep struct {
+		Notes int `json:"notes"`
+	}
+	if err := json.Unmarshal(r.out, &rep); err != nil {
+		return 0, r, fmt.Errorf("drain -o json: %v", err)
+	}
+	if rep.Notes != n {
+		return 0, r, fmt.Errorf("drain wrote %d notes, want %d", rep.Notes, n)
+	}
+	return perSec(n, r.wall), r, nil
+}
+
+// figure5: draining notes with nobody watching: bbolt against raw bbolt at
+// 1,000 records per transaction, Redis against asynq's no-op processing at
+// concurrency 8.
+func figure5(e *env, sz sizes) ([]Result, error) {
+	hq, _, err := e.drainCLI(e.boltURL(), "n", sz.Notes)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := rawBulk(e.fresh("raw")+".db", sz.Notes)
+	if err != nil {
+		return nil, err
+	}
+	rs := []Result{rate("5", fmt.Sprintf("drain of %d notes, bbolt", sz.Notes), hq, "raw bbolt, 1,000 records/txn", raw, ">= 0.4")}
+	r, err := redisDrain(e, sz, "everysec", "5")
+	return append(rs, r...), err
+}
+
+func redisDrain(e *env, sz sizes, kind, fig string) ([]Result, error) {
+	u, err := e.redisURL(kind)
+	if err != nil {
+		return nil, err
+	}
+	hq, _, err := e.drainCLI(u, "n", sz.Notes)
+	if err != nil {
+		return nil, err
+	}
+	srv, _ := e.redis(kind)
+	aq, err := asynqProcess(srv.addr, 8, sz.Notes)
+	if err != nil {
+		return nil, err
+	}
+	t, suffix := ">= 2.0", ""
+	if fig == "8" {
+		t, suffix = "", ", appendfsync always"
+	}
+	return []Result{rate(fig, fmt.Sprintf("drain of %d notes, Redis%s", sz.Notes, suffix), hq, "asynq no-op processing, concurrency 8", aq, t)}, nil
+}
+
+// figure6: per-item admit and drain cost with a deep queue against a
+// shallow one, on both stores; the peak RSS of draining the deep queue.
+func figure6(e *env, sz sizes) ([]Result, error) {
+	var rs []Result
+	for _, st := range []string{"bbolt", "Redis"} {
+		cost := map[int][2]time.Duration{}
+		var deepURL string
+		for _, depth := range []int{sz.DepthSmall, sz.DepthBig} {
+			u := e.boltURL()
+			if st == "Redis" {
+				var err error
+				if u, err = e.redisURL("everysec"); err != nil {
+					return nil, err
+				}
+			}
+			a, d, err := depthProbe(u, depth, sz.DepthProbe)
+			if err != nil {
+				return nil, fmt.Errorf("%s depth %d: %w", st, depth, err)
+			}
+			cost[depth] = [2]time.Duration{a, d}
+			deepURL = u
+		}
+		small, big := cost[sz.DepthSmall], cost[sz.DepthBig]
+		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+		ref := fmt.Sprintf("with %d queued", sz.DepthSmall)
+		rs = append(rs,
+			mk("6", fmt.Sprintf("%s admit cost per item, %d queued", st, sz.DepthBig), us(big[0]), "µs", ref, us(small[0]), "<= 1.2"),
+			mk("6", fmt.Sprintf("%s drain cost per item, %d queued", st, sz.DepthBig), us(big[1]), "µs", ref, us(small[1]), "<= 1.2"))
+		// Drain what is left of the deep queue in one process.
+		r, err := e.hq(deepURL, nil, "drain", "d", "-o", "json")
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, mk("6", fmt.Sprintf("%s peak RSS of one drain of %d", st, sz.DepthBig), float64(r.maxRSS)/(1<<20), "MiB",
+			"limit", 100, "<= 1.0"))
+	}
+	return rs, nil
+}
+
+// depthProbe fills session d of store u to depth, then measures the mean
+// cost of probe single admits and of draining probe notes.
+func depthProbe(u string, depth, probe int) (admit, drain time.Duration, err error) {
+	ctx := context.Background()
+	st, err := openStore(ctx, u)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer st.Close()
+	svc := service(st)
+	if err := openSession(ctx, st, "d"); err != nil {
+		return 0, 0, err
+	}
+	const chunk = 1000
+	ins := make([]admission.Input, 0, chunk)
+	for i := 0; i < depth; i += chunk {
+		ins = ins[:0]
+		for j := i; j < i+chunk && j < depth; j++ {
+			ins = append(ins, note("d", j))
+		}
+		if _, err := svc.AdmitBatch(ctx, ins); err != nil {
+			return 0, 0, err
+		}
+	}
+	t0 := time.Now()
+	for i := 0; i < probe; i++ {
+		if _, err := svc.Admit(ctx, note("d", depth+i)); err != nil {
+			return 0, 0, err
+		}
+	}
+	admit = time.Since(t0) / time.Duration(probe)
+	t0 = time.Now()
+	rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Max: probe})
+	if err != nil {
+		return 0, 0, err
+	}
+	if rep.Notes != probe {
+		return 0, 0, fmt.Errorf("drained %d notes, want %d", rep.Notes, probe)
+	}
+	drain = time.Since(t0) / time.Duration(probe)
+	return admit, drain, nil
+}
+
+// figure7: draining turns with handler `true` against exec'ing `true` as
+// many times.
+func figure7(e *env, sz sizes) ([]Result, error) {
+	store := e.boltURL()
+	if _, err := e.hq(store, nil, "session", "open", "t"); err != nil {
+		return nil, err
+	}
+	if _, err := e.hq(store, humans("t", sz.Turns), "admit", "--batch", "-", "-o", "jsonl"); err != nil {
+		return nil, err
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return nil, err
+	}
+	r, err := e.hq(store, nil, "drain", "t", "-o", "json", "--", truePath)
+	if err != nil {
+		return nil, err
+	}
+	var rep struct {
+		Turns int `json:"turns"`
+	}
+	if err := json.Unmarshal(r.out, &rep); err != nil || rep.Turns != sz.Turns {
+		return nil, fmt.Errorf("drain ran %d turns, want %d (%v)", rep.Turns, sz.Turns, err)
+	}
+	t0 := time.Now()
+	for i := 0; i < sz.Turns; i++ {
+		if err := exec.Command(truePath).Run(); err != nil {
+			return nil, err
+		}
+	}
+	ref := time.Since(t0)
+	return []Result{mk("7", fmt.Sprintf("drain of %d turns, handler true, bbolt", sz.Turns), ms(r.wall), "ms",
+		fmt.Sprintf("exec of true ×%d", sz.Turns), ms(ref), "<= 1.3")}, nil
+}
+
+// figure8: the disk's fsync rate, and the Redis figures with appendfsync
+// always (no targets).
+func figure8(e *env, sz sizes) ([]Result, error) {
+	f, err := fsyncRate(e.fresh("fsync"), sz.FsyncWindow)
+	if err != nil {
+		return nil, err
+	}
+	rs := []Result{rate("8", "disk fsync rate (4 KiB write + fdatasync)", f, "", 0, "")}
+	r, err := redisAdmits(e, sz, "always", "8")
+	if err != nil {
+		return nil, err
+	}
+	rs = append(rs, r...)
+	r, err = redisDrain(e, sz, "always", "8")
+	return append(rs, r...), err
+}
