@@ -191,7 +191,7 @@ func (c *cli) lineage(transcript string) []backend.Transcript {
 	return ts
 }
 
-// sessionJSON is the session shape of DESIGN §11.
+// sessionJSON is the session shape of docs/contract.md §11.
 type sessionJSON struct {
 	ID                string     `json:"id"`
 	CurrentTranscript string     `json:"current_transcript"`

@@ -13,7 +13,7 @@ import (
 // TestTargetLookupUnexpectedError: an error while resolving a delivery
 // target that is not transient (here: the pinned ancestor transcript's
 // record in a real store is unreadable) is a bug to surface, never to
-// swallow (DESIGN §5): the drain exits 1 with one line on stderr and the
+// swallow (docs/contract.md §5): the drain exits 1 with one line on stderr and the
 // admission stays queued, nothing written; once the record is readable
 // again the next drain delivers it.
 func TestTargetLookupUnexpectedError(t *testing.T) {

@@ -363,7 +363,7 @@ func parseBatchLine(raw []byte) (admission.Input, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return admission.Input{}, backend.Errorf(backend.ErrInvalid, "more than one JSON value on the line")
 	}
-	// null is an absent value (DESIGN §11), for "payload" as for the
+	// null is an absent value (docs/contract.md §11), for "payload" as for the
 	// string members, which decode it as "".
 	if string(bytes.TrimSpace(in.Payload)) == "null" {
 		in.Payload = nil

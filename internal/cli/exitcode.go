@@ -12,7 +12,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// Exit codes of the contract (DESIGN §9, `hermesq help exit-codes`).
+// Exit codes of the contract (docs/contract.md §9, `hermesq help exit-codes`).
 const (
 	ExitOK          = 0
 	ExitFailure     = 1
@@ -34,7 +34,7 @@ func (e *runError) Unwrap() error { return e.err }
 
 // signalError reports a command stopped by a signal (drain: SIGINT → 130,
 // SIGTERM → 143). Its code for -o json is "unavailable", the closest of the
-// contract's closed set (DESIGN §11): the drain stopped taking work, the
+// contract's closed set (docs/contract.md §11): the drain stopped taking work, the
 // queue is intact, and the same drain may be run again later.
 type signalError struct {
 	sig os.Signal
@@ -105,7 +105,7 @@ func ExitCode(err error) int {
 }
 
 // errorCode is the contract's code of an error for -o json: always one of
-// the closed set of DESIGN §11 (backend.Code).
+// the closed set of docs/contract.md §11 (backend.Code).
 func errorCode(err error) string {
 	var sig *signalError
 	var run *runError

@@ -41,7 +41,7 @@ func TestExitCode(t *testing.T) {
 }
 
 // With -o json every error, a signal included, carries a code of the
-// contract's closed set (DESIGN §11).
+// contract's closed set (docs/contract.md §11).
 func TestErrorCodeClosedSet(t *testing.T) {
 	closed := map[string]bool{}
 	for _, c := range []backend.Code{backend.CodeInvalid, backend.CodeNotFound, backend.CodeConflict, backend.CodeFenced,

@@ -9,7 +9,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// exitCodesTable is the exit-code table of the contract (DESIGN §9).
+// exitCodesTable is the exit-code table of the contract (docs/contract.md §9).
 const exitCodesTable = `  0    success (a duplicate admission is a success)
   1    unexpected failure (also: store unreadable or corrupt)
   2    usage or invalid input (bad flag, JSON or id; payload too large; no handler)

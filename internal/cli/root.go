@@ -38,7 +38,9 @@ Exit codes:
 		// Completions and man pages are generated and checked in; keep them
 		// free of dates.
 		DisableAutoGenTag: true,
+		Version:           readVersion().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
@@ -74,6 +76,7 @@ Exit codes:
 		newReplayCmd(f),
 		newStatsCmd(f),
 		newCheckCmd(f),
+		newVersionCmd(f),
 		newExportCmd(f),
 		newImportCmd(f),
 	)

@@ -80,7 +80,7 @@ type errorJSON struct {
 
 // AdmitJSON is the contract's admit result shape:
 // {"result","admission":{…},"identities":{…},"payload_differs":false}
-// (DESIGN §11). A result with an Err becomes the error shape
+// (docs/contract.md §11). A result with an Err becomes the error shape
 // {"error":"<code>","message":"…"}.
 func AdmitJSON(r backend.AdmitResult) any {
 	if r.Err != nil {

@@ -1,4 +1,4 @@
-// Package admission is the contract's logic over a backend.Store (DESIGN
+// Package admission is the contract's logic over a backend.Store (docs/contract.md
 // §2–§5): it validates and canonicalises inputs once, admits them, and
 // drains a session's FIFO under its drain lease, deciding at execution time
 // whether each admission runs as a turn (the handler process) or is written

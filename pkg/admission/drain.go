@@ -27,7 +27,7 @@ type drainer struct {
 	problems []string // failed turns and misroutes, for the attention error
 }
 
-// Drain executes the session's queue in FIFO order under its drain lease (DESIGN §3–§5).
+// Drain executes the session's queue in FIFO order under its drain lease (docs/contract.md §3–§5).
 // Cancelling ctx means "stop taking work": the running turn may finish within Grace, is settled,
 // the lease is released, and Drain returns ctx.Err() (wrapped) with the report so far.
 // Errors: backend.ErrLeaseHeld (exit 5), backend.ErrFenced (exit 5), ErrNoHandler (exit 2),

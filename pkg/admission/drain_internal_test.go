@@ -9,7 +9,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// The turn-or-note rule of DESIGN §3, as a table.
+// The turn-or-note rule of docs/contract.md §3, as a table.
 func TestDecide(t *testing.T) {
 	open := backend.Transcript{ID: "t"}
 	closed := backend.Transcript{ID: "t", EndedAt: time.Now(), EndReason: "cli_close"}

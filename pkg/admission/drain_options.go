@@ -10,7 +10,7 @@ import (
 )
 
 // OnUnknown is the drainer's policy for an admission left unknown by a
-// drainer that lost its lease mid-run (DESIGN §2).
+// drainer that lost its lease mid-run (docs/contract.md §2).
 type OnUnknown string
 
 const (
@@ -70,7 +70,7 @@ type DrainReport struct {
 	Executed []backend.Admission `json:"executed"` // as settled, in order
 }
 
-// Backoff of deferrals and lease waits (DESIGN §5: 250 ms → 5 s).
+// Backoff of deferrals and lease waits (docs/contract.md §5: 250 ms → 5 s).
 const (
 	backoffMin = 250 * time.Millisecond
 	backoffMax = 5 * time.Second

@@ -12,7 +12,7 @@ import (
 func transient(err error) bool { return errors.Is(err, backend.ErrUnavailable) }
 
 // bug marks an error that is not transient where only a transient one is
-// expected (a target lookup, DESIGN §5): it is a bug, code internal (exit
+// expected (a target lookup, docs/contract.md §5): it is a bug, code internal (exit
 // 1), whatever code the error itself wraps (a current transcript "not
 // found" is a store contradicting itself, not an unknown session).
 // errors.Is still sees the error.
@@ -47,7 +47,7 @@ func (d *drainer) head(ctx context.Context) (sess backend.Session, a backend.Adm
 	return sess, heads[0], true, nil
 }
 
-// step reads the session and its head and executes the head (DESIGN §3, API
+// step reads the session and its head and executes the head (docs/contract.md §3, API
 // "Drain step"). idle reports an empty queue.
 func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err error) {
 	sess, a, ok, err := d.head(ctx)
@@ -93,7 +93,7 @@ const (
 	execClosed
 )
 
-// decide is the turn-or-note rule of DESIGN §3, applied when the admission
+// decide is the turn-or-note rule of docs/contract.md §3, applied when the admission
 // runs, never when it is admitted: human input is always a turn; automation
 // input is a turn only when its target is open and someone is watching the
 // session (a viewer who attached after the input was admitted gets the

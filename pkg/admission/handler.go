@@ -14,7 +14,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// Handler is the program a turn runs (DESIGN §3).
+// Handler is the program a turn runs (docs/contract.md §3).
 type Handler struct {
 	Argv    []string      // the words after `--`, or config handler.command; never a shell string
 	Timeout time.Duration // 0: none

@@ -94,7 +94,7 @@ func (s *lockOnTargetRead) GetTranscript(ctx context.Context, id string) (backen
 }
 
 // TestTargetLookupBoltLockHeld: a target lookup that meets the bbolt lock
-// held by another process past the wait is a transient failure (DESIGN §5):
+// held by another process past the wait is a transient failure (docs/contract.md §5):
 // the admission stays queued, the drainer retries with backoff, and the
 // completion is delivered once the lock is free, as exactly one note.
 func TestTargetLookupBoltLockHeld(t *testing.T) {

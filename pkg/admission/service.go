@@ -8,7 +8,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// Payload limits of the contract (DESIGN §2).
+// Payload limits of the contract (docs/contract.md §2).
 const (
 	DefaultMaxPayload = 1 << 20 // 1 MiB of canonical payload
 	MaxPayloadLimit   = 4 << 20 // the largest limit a Service may be configured with

@@ -14,7 +14,7 @@ import (
 const maxLineage = 100000
 
 // ResolveTarget says where an admission of session sess is delivered when it
-// runs now (DESIGN §5). Human input goes to the session's current
+// runs now (docs/contract.md §5). Human input goes to the session's current
 // transcript. Automation input pinned to transcript P goes to P when P is
 // the current transcript (open or closed), to P's compression tip when that
 // tip is current, and nowhere otherwise: misrouted is then true, because the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Code is one of the closed set of error codes of the contract (DESIGN §11).
+// Code is one of the closed set of error codes of the contract (docs/contract.md §11).
 // Every error a store or the admission layer returns wraps exactly one of the
 // sentinel errors below, so callers test it with errors.Is and the CLI maps it
 // to an exit code in one place.

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// JSON shapes of DESIGN §11. Absent values (empty strings, zero times) are
+// JSON shapes of docs/contract.md §11. Absent values (empty strings, zero times) are
 // null; times are RFC 3339 UTC.
 
 func str(s string) *string {

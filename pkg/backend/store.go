@@ -41,7 +41,7 @@ type Store interface {
 	// ErrInvalid for a bad principal (ValidateToken).
 	Grant(ctx context.Context, session, principal string) error
 
-	// Admit commits each request durably and atomically (DESIGN §2). The
+	// Admit commits each request durably and atomically (docs/contract.md §2). The
 	// requests are independent: one result per request, in order, each with
 	// either an admission or an error (ErrConflict, ErrClosed, ErrForbidden,
 	// ErrNotFound); the returned error is for the call as a whole (store

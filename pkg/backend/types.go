@@ -13,7 +13,7 @@ const (
 	KindAutomation Kind = "automation"
 )
 
-// Status is where an admission is in its life (DESIGN §2).
+// Status is where an admission is in its life (docs/contract.md §2).
 type Status string
 
 const (
@@ -63,10 +63,10 @@ const (
 	ReasonCompression = "compression"
 )
 
-// CloseReasons are the reasons a client may close a session with (DESIGN §5).
+// CloseReasons are the reasons a client may close a session with (docs/contract.md §5).
 var CloseReasons = []string{"cli_close", "new_session", "resumed_other", "branched", "tui_close", "tui_shutdown"}
 
-// Admission is one durable entry in a session's FIFO (DESIGN §2, §11).
+// Admission is one durable entry in a session's FIFO (docs/contract.md §2, §11).
 // Empty strings and zero times are absent values and marshal as JSON null.
 type Admission struct {
 	ID           string          // random 128-bit hex
@@ -101,7 +101,7 @@ func (a *Admission) Text() string {
 	return p.Text
 }
 
-// Session is the logical conversation that owns one FIFO (DESIGN §1, §11).
+// Session is the logical conversation that owns one FIFO (docs/contract.md §1, §11).
 type Session struct {
 	ID                string
 	Owner             string
@@ -140,7 +140,7 @@ func (s *Session) LeaseLive(now time.Time) bool {
 	return s.LeaseHolder != "" && now.Before(s.LeaseExpiresAt)
 }
 
-// Transcript is the physical record of a conversation (DESIGN §1, §5).
+// Transcript is the physical record of a conversation (docs/contract.md §1, §5).
 type Transcript struct {
 	ID           string
 	Session      string

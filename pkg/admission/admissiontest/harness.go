@@ -1,4 +1,4 @@
-// Package admissiontest runs the contract's scenarios (DESIGN §2–§5)
+// Package admissiontest runs the contract's scenarios (docs/contract.md §2–§5)
 // through an admission.Service on any backend.Store: every store's tests
 // call RunScenarios with a constructor of a fresh, empty store.
 //

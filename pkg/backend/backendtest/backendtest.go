@@ -3,7 +3,7 @@
 // RunBenchmarks) with a constructor of fresh, empty stores.
 //
 // The suite tests only the backend.Store contract (pkg/backend/store.go,
-// DESIGN.md §2, §4, §5, §7). Time is steered through the requests' Now
+// docs/contract.md §2, §4, §5, §7). Time is steered through the requests' Now
 // fields, never by sleeping, except for viewer expiry, which GetSession
 // measures against the wall clock. Times used are whole seconds, so a
 // store may keep times at millisecond precision.

@@ -50,7 +50,7 @@ func newAdmissionID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// admit is one request's atomic step (DESIGN §2). It returns a domain error
+// admit is one request's atomic step (docs/contract.md §2). It returns a domain error
 // only before writing anything.
 func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 	var res backend.AdmitResult

@@ -1,4 +1,4 @@
--- admit.lua: commit admission requests to one session (DESIGN §2), each
+-- admit.lua: commit admission requests to one session (docs/contract.md §2), each
 -- resolving its request id or identities against the session; all of them
 -- in one atomic step, each with its own result.
 -- KEYS[1] session hash       KEYS[2] grants set        KEYS[3] transcripts hash

@@ -1,0 +1,176 @@
+package acceptance
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// repoFiles lists the repository's tracked files (and the new ones not yet
+// ignored), relative to its root.
+func repoFiles(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a git checkout)", err)
+	}
+	var files []string
+	for _, f := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("..", f)); err == nil {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestDocsStayInsideRepository is issue 9, acceptance 5: every link in the
+// README and docs/ resolves to a file of the repository (or is a web URL),
+// and no file of the project points at a contract or folder outside it.
+func TestDocsStayInsideRepository(t *testing.T) {
+	files := repoFiles(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	for _, f := range files {
+		if f == "README.md" || (strings.HasPrefix(f, "docs/") && strings.HasSuffix(f, ".md")) {
+			docs = append(docs, f)
+		}
+	}
+	if len(docs) < 2 {
+		t.Fatalf("docs %v: want README.md and docs/*.md", docs)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "](docs/contract.md)") {
+		t.Error("README does not link docs/contract.md")
+	}
+	for _, f := range docs {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(data), -1) {
+			link := m[1]
+			if strings.HasPrefix(link, "https://") || strings.HasPrefix(link, "http://") || strings.HasPrefix(link, "#") {
+				continue
+			}
+			link, _, _ = strings.Cut(link, "#")
+			if filepath.IsAbs(link) {
+				t.Errorf("%s links to the absolute path %s", f, link)
+				continue
+			}
+			target := filepath.Clean(filepath.Join(root, filepath.Dir(f), link))
+			if rel, err := filepath.Rel(root, target); err != nil || strings.HasPrefix(rel, "..") {
+				t.Errorf("%s links to %s, outside the repository", f, link)
+				continue
+			}
+			if _, err := os.Stat(target); err != nil {
+				t.Errorf("%s links to %s, which does not exist", f, link)
+			}
+		}
+	}
+	outside := regexp.MustCompile(`DESIGN\.md|DESIGN §|\.\./shared|/work/shared|shared folder`)
+	for _, f := range files {
+		if strings.HasPrefix(f, "acceptance/docs_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil || bytes.IndexByte(data, 0) >= 0 {
+			continue // unreadable or binary
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if loc := outside.FindString(line); loc != "" {
+				t.Errorf("%s:%d points outside the repository (%q): %s", f, i+1, loc, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// TestInstallFromClone is issue 9, acceptance 5: in a fresh copy of the
+// repository, `go install ./cmd/hermesq` puts a hermesq on PATH whose
+// --version and version exit 0 and name the Go version; then the README's
+// demo command, `bash examples/demo.sh`, works.
+func TestInstallFromClone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies the repository and builds; -short skips it")
+	}
+	clone := filepath.Join(t.TempDir(), "hermesq")
+	for _, f := range repoFiles(t) {
+		data, err := os.ReadFile(filepath.Join("..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(filepath.Join("..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(clone, f)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, data, st.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gobin := filepath.Join(t.TempDir(), "bin")
+	env := []string{"GOBIN=" + gobin, "TMPDIR=" + t.TempDir()}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "HERMESQ_") || strings.HasPrefix(kv, "XDG_") || strings.HasPrefix(kv, "GOBIN=") ||
+			strings.HasPrefix(kv, "TMPDIR=") || strings.HasPrefix(kv, "PATH=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "PATH="+gobin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	run := func(name string, args ...string) string {
+		t.Helper()
+		if name == "hermesq" {
+			name = filepath.Join(gobin, name) // exec looks names up in the test's own PATH
+		}
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = clone, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("go", "install", "./cmd/hermesq")
+	if _, err := os.Stat(filepath.Join(gobin, "hermesq")); err != nil {
+		t.Fatalf("go install ./cmd/hermesq put no hermesq in GOBIN: %v", err)
+	}
+	v := run("hermesq", "--version")
+	if !strings.HasPrefix(v, "hermesq ") || !strings.Contains(v, runtime.Version()) || strings.Count(v, "\n") != 1 {
+		t.Errorf("hermesq --version: %q", v)
+	}
+	if got := run("hermesq", "version"); got != v {
+		t.Errorf("hermesq version %q differs from --version %q", got, v)
+	}
+	var js struct{ Version, Commit, Go string }
+	if err := json.Unmarshal([]byte(run("hermesq", "version", "-o", "json")), &js); err != nil || js.Version == "" || js.Commit == "" || js.Go != runtime.Version() {
+		t.Errorf("hermesq version -o json: %+v, %v", js, err)
+	}
+	out := run("bash", "examples/demo.sh")
+	for _, want := range []string{"turn ", "note ", "echo: hello: is the build green? (notes seen: 0)", "duplicate "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo in the clone lacks %q:\n%s", want, out)
+		}
+	}
+}
