@@ -6,14 +6,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
 // Commands that act on one admission by id: show, find, resolve, cancel.
 
 // admissionRun is storeRun for a command on one admission: the admission
-// id is checked, then check (may be nil), before the store is opened.
-func admissionRun(f *Factory, id string, check func() error, run func(p *printer, st backend.Store) error) error {
+// id is checked, then check (may be nil), before the store is opened; then
+// the principal must be allowed act on the admission's session.
+func admissionRun(f *Factory, id string, act backend.Action, check func() error, run func(p *printer, st backend.Store) error) error {
 	return storeRun(f, func() error {
 		if err := backend.ValidateToken("admission id", id); err != nil {
 			return err
@@ -22,7 +24,12 @@ func admissionRun(f *Factory, id string, check func() error, run func(p *printer
 			return check()
 		}
 		return nil
-	}, func(p *printer, st backend.Store, _ *Config) error { return run(p, st) })
+	}, func(p *printer, st backend.Store, cfg *Config) error {
+		if _, err := admission.AuthorizeAdmission(context.Background(), st, id, cfg.Principal, act); err != nil {
+			return err
+		}
+		return run(p, st)
+	})
 }
 
 func printAdmission(p *printer, a backend.Admission) error {
@@ -36,7 +43,7 @@ func newShowCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeAdmissionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admissionRun(f, args[0], nil, func(p *printer, st backend.Store) error {
+			return admissionRun(f, args[0], backend.ActInspect, nil, func(p *printer, st backend.Store) error {
 				a, err := st.GetAdmission(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -64,9 +71,12 @@ func newFindCmd(f *Factory) *cobra.Command {
 				}
 				return nil
 			}
-			return storeRun(f, check, func(p *printer, st backend.Store, _ *Config) error {
+			return storeRun(f, check, func(p *printer, st backend.Store, cfg *Config) error {
 				a, err := st.FindIdentity(cmd.Context(), session, args[0])
 				if err != nil {
+					return err
+				}
+				if _, err := admission.Authorize(cmd.Context(), st, a.Session, cfg.Principal, backend.ActInspect, ""); err != nil {
 					return err
 				}
 				return printAdmission(p, a)
@@ -95,7 +105,7 @@ puts it back in the queue at its seq. Exit 4 when it is not unknown.`,
 				}
 				return backend.Errorf(backend.ErrInvalid, "resolve --as %q: want interrupted, completed or requeue", as)
 			}
-			return admissionRun(f, args[0], check, func(p *printer, st backend.Store) error {
+			return admissionRun(f, args[0], backend.ActOperate, check, func(p *printer, st backend.Store) error {
 				return resolve(cmd.Context(), f, p, st, args[0], as)
 			})
 		},
@@ -123,7 +133,7 @@ func newCancelCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeAdmissionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return admissionRun(f, args[0], nil, func(p *printer, st backend.Store) error {
+			return admissionRun(f, args[0], backend.ActOperate, nil, func(p *printer, st backend.Store) error {
 				a, err := st.Cancel(cmd.Context(), args[0], f.Now())
 				if err != nil {
 					return err

@@ -20,7 +20,7 @@ import (
 // maxInputRead bounds what admit reads from stdin or one --batch line: more
 // than any payload the admission layer accepts (4 MiB), so an oversized input
 // is refused by the size check with a clear message rather than cut.
-const maxInputRead = 2*maxPayloadMax + 1
+const maxInputRead = backend.MaxInputLine
 
 type admitOptions struct {
 	f *Factory

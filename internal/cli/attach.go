@@ -70,6 +70,17 @@ func runAttach(ctx context.Context, o *attachOptions) error {
 		return err
 	}
 	st := svc.Store
+	cfg, err := o.f.Config()
+	if err != nil {
+		return err
+	}
+	act := backend.ActInspect
+	if o.EndReason != "" {
+		act = backend.ActOperate // detaching closes the session
+	}
+	if _, err := admission.Authorize(ctx, st, o.Session, cfg.Principal, act, ""); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -319,17 +319,18 @@ func waitFor(t *testing.T, cond func() bool, done <-chan result) {
 // session open|show|close|compress|switch|grant and sessions.
 func TestSessionCommands(t *testing.T) {
 	e := newEnv(t)
+	t.Setenv("HERMESQ_PRINCIPAL_OVERRIDE", "true")
 	if r := e.ok("--principal", "alice", "session", "open", "s1"); r.out != "opened s1 (owner alice, transcript s1)\n" {
 		t.Fatalf("open: %q", r.out)
 	}
 	if r := e.ok("--principal", "bob", "session", "open", "s1"); r.out != "exists s1 (owner alice, transcript s1)\n" {
 		t.Fatalf("open again: %q", r.out)
 	}
-	s := decode[map[string]any](t, e.ok("-o", "json", "session", "show", "s1"))
+	s := decode[map[string]any](t, e.ok("-o", "json", "--principal", "alice", "session", "show", "s1"))
 	if s["owner"] != "alice" || s["state"] != "idle" || s["current_transcript"] != "s1" {
 		t.Fatalf("show: %v", s)
 	}
-	r := e.ok("session", "show", "s1")
+	r := e.ok("--principal", "alice", "session", "show", "s1")
 	contains(t, "show", r.out, "owner:              alice\n")
 
 	// Only the owner (or a grantee) admits; only the owner grants.
@@ -337,6 +338,12 @@ func TestSessionCommands(t *testing.T) {
 	e.run("--principal", "bob", "session", "grant", "s1", "bob").wantExit(t, ExitForbidden)
 	e.ok("--principal", "alice", "session", "grant", "s1", "bob")
 	a := decode[admitOut](t, e.ok("-o", "json", "--principal", "bob", "admit", "s1", "--text", "hi"))
+	// A writer does not operate: close, cancel, compress, switch are the owner's.
+	e.run("--principal", "bob", "session", "close", "s1", "--reason", "cli_close").wantExit(t, ExitForbidden)
+	e.run("--principal", "bob", "cancel", a.Admission.ID).wantExit(t, ExitForbidden)
+	e.run("--principal", "bob", "session", "compress", "s1").wantExit(t, ExitForbidden)
+	e.run("--principal", "bob", "session", "switch", "s1", "--transcript", "x").wantExit(t, ExitForbidden)
+	t.Setenv("HERMESQ_PRINCIPAL", "alice") // the owner from here on
 
 	// close while busy → 4; after cancelling, close works; a closed session
 	// refuses human input unless --reopen.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,7 +22,13 @@ type Config struct {
 	File           string        // the config file read, "" when none
 	Store          string        // store URL
 	Output         string        // text, json or jsonl
-	Principal      string        // who is calling
+	Principal      string        // who is calling: resolved against the store when it opens (principal.go)
+	Requested      string        // the principal asked for (flag, environment, config file), "" for none
+	Override       bool          // principal_override: a file store may act as Requested
+	Admin          bool          // the caller has the store-wide admin right (set when the store opens)
+	Authenticated  bool          // the store authenticated the caller (a Redis ACL user)
+	Caller         string        // who the store says opened it ("" for Redis's default user)
+	StoreAdmin     bool          // the caller administers the store itself (may grant admin)
 	Timeout        time.Duration // store lock/dial/read wait
 	HandlerCommand []string      // handler argv; nil when none configured
 	HandlerTimeout time.Duration // 0: none
@@ -51,14 +56,15 @@ const (
 	keyDrainLease     = "drain.lease"
 	keyOnUnknown      = "drain.on_unknown"
 	keyPayloadLimit   = "payload_limit"
+	keyOverride       = "principal_override"
 
 	defaultTimeout = 10 * time.Second
-	maxPayloadMax  = 4 << 20
+	maxPayloadMax  = backend.MaxPayloadLimit
 )
 
 var configKeys = []string{
 	keyConfig, keyStore, keyOutput, keyPrincipal, keyTimeout,
-	keyHandlerCommand, keyHandlerTimeout, keyDrainLease, keyOnUnknown, keyPayloadLimit,
+	keyHandlerCommand, keyHandlerTimeout, keyDrainLease, keyOnUnknown, keyPayloadLimit, keyOverride,
 }
 
 // newViper returns the invocation's viper instance with its environment
@@ -157,12 +163,20 @@ func loadConfig(v *viper.Viper) (*Config, error) {
 		c.HandlerCommand = cmd
 	}
 
-	c.Principal = v.GetString(keyPrincipal)
+	c.Requested = v.GetString(keyPrincipal)
+	c.Principal = c.Requested
 	if c.Principal == "" {
 		c.Principal = osUser()
 	}
 	if err := backend.ValidateToken("principal", c.Principal); err != nil {
 		return nil, err
+	}
+	switch s := strings.TrimSpace(v.GetString(keyOverride)); s {
+	case "", "false":
+	case "true":
+		c.Override = true
+	default:
+		return nil, backend.Errorf(backend.ErrInvalid, "principal_override %q: want true or false", s)
 	}
 
 	c.Store = v.GetString(keyStore)
@@ -216,12 +230,4 @@ func durationOf(v *viper.Viper, key string) (time.Duration, error) {
 }
 
 // osUser is the default principal: the OS user name.
-func osUser() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return "uid:" + strconv.Itoa(os.Getuid())
-}
+func osUser() string { return boltstore.OSUser() }

@@ -21,8 +21,12 @@ func TestConfigPrecedence(t *testing.T) {
 	if got, want := principal("p0"), osUser(); got != want {
 		t.Fatalf("default principal %q, want the OS user %q", got, want)
 	}
-	// the default config file ($XDG_CONFIG_HOME/hermesq/config.yaml)
+	// the default config file ($XDG_CONFIG_HOME/hermesq/config.yaml); on
+	// a file store another principal than the OS user needs
+	// principal_override, else exit 7
 	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "principal: file-user\n")
+	e.run("admit", "p1", "--text", "x").wantExit(t, ExitForbidden)
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "principal: file-user\nprincipal_override: true\n")
 	if got := principal("p1"); got != "file-user" {
 		t.Fatalf("principal from config file: %q", got)
 	}
@@ -39,7 +43,7 @@ func TestConfigPrecedence(t *testing.T) {
 
 	// --config names another file, over the default one; HERMESQ_CONFIG too.
 	other := filepath.Join(e.dir, "other.yaml")
-	writeFile(t, other, "principal: other-file-user\n")
+	writeFile(t, other, "principal: other-file-user\nprincipal_override: true\n")
 	if got := principal("p4", "--config", other); got != "other-file-user" {
 		t.Fatalf("principal from --config: %q", got)
 	}
@@ -50,7 +54,7 @@ func TestConfigPrecedence(t *testing.T) {
 	t.Setenv("HERMESQ_CONFIG", "")
 
 	// output: file < env < flag
-	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "principal: file-user\noutput: json\n")
+	writeFile(t, filepath.Join(e.dir, "config", "hermesq", "config.yaml"), "principal: file-user\nprincipal_override: true\noutput: json\n")
 	r := e.ok("session", "show", "p1")
 	if !strings.HasPrefix(r.out, "{") {
 		t.Fatalf("output json from config file: %q", r.out)

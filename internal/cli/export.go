@@ -33,6 +33,9 @@ it, or with -, the records go to stdout. The format does not depend on -o.`,
 			if err != nil {
 				return err
 			}
+			if err := f.requireAdmin("export"); err != nil {
+				return err
+			}
 			prog := f.progress("exported")
 			if (file == "" || file == "-") && f.IO.IsStdoutTTY() {
 				prog.on = false // the records themselves go to the terminal
@@ -61,7 +64,7 @@ func exportTo(cmd *cobra.Command, st backend.Store, w io.Writer, prog *progress)
 			// One form for "no grants" whatever the store: lists are
 			// never null (as an admission's identities).
 			s := *r.Session
-			s.Grants = []string{}
+			s.Grants = []backend.Grant{}
 			r.Session = &s
 		}
 		if err := enc.Encode(r); err != nil {
@@ -142,6 +145,9 @@ is skipped; with other content the import is refused (exit 4).`,
 			}
 			st, err := f.Store()
 			if err != nil {
+				return err
+			}
+			if err := f.requireAdmin("import"); err != nil {
 				return err
 			}
 			if len(recs) > 0 {

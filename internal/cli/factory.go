@@ -98,6 +98,9 @@ func (f *Factory) Store() (backend.Store, error) {
 	if err != nil {
 		// An opener may return a typed nil with its error: keep no store.
 		st = nil
+	} else if err = resolvePrincipal(ctx, st, cfg); err != nil {
+		_ = st.Close()
+		st = nil
 	}
 	f.store, f.storeErr, f.opened = st, err, true
 	return f.store, f.storeErr

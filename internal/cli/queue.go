@@ -40,7 +40,7 @@ unknown or empty value exits 2.`,
 				filter, err = o.filter()
 				return err
 			}
-			return sessionRun(f, o.Session, check, func(p *printer, st backend.Store, _ *Config) error {
+			return sessionRun(f, o.Session, backend.ActInspect, check, func(p *printer, st backend.Store, _ *Config) error {
 				as, err := st.ListAdmissions(cmd.Context(), o.Session, filter)
 				if err != nil {
 					return err

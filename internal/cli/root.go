@@ -79,6 +79,7 @@ Exit codes:
 		newVersionCmd(f),
 		newExportCmd(f),
 		newImportCmd(f),
+		newAdminCmd(f),
 	)
 	root.SetHelpCommand(newHelpCmd())
 	markRunErrors(root)

@@ -17,7 +17,7 @@ import (
 func newSessionCmd(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "session",
-		Short: "Open, show, close, compress, switch or grant a session",
+		Short: "Open, show, close, compress, switch, grant or revoke a session",
 		Args:  cobra.NoArgs,
 		RunE:  groupRun,
 	}
@@ -28,6 +28,7 @@ func newSessionCmd(f *Factory) *cobra.Command {
 		newSessionCompressCmd(f),
 		newSessionSwitchCmd(f),
 		newSessionGrantCmd(f),
+		newSessionRevokeCmd(f),
 	)
 	return cmd
 }
@@ -44,7 +45,11 @@ func sessionFields(w io.Writer, s backend.Session, now time.Time) error {
 	}
 	grants := "-"
 	if len(s.Grants) > 0 {
-		grants = strings.Join(s.Grants, ", ")
+		var gs []string
+		for _, g := range s.Grants {
+			gs = append(gs, grantText(g))
+		}
+		grants = strings.Join(gs, ", ")
 	}
 	return fields(w, [][2]string{
 		{"id", s.ID},
@@ -83,8 +88,10 @@ func storeRun(f *Factory, check func() error, run func(p *printer, st backend.St
 }
 
 // sessionRun is storeRun for a command on one session: the session id is
-// checked, then check (may be nil).
-func sessionRun(f *Factory, id string, check func() error, run func(p *printer, st backend.Store, cfg *Config) error) error {
+// checked, then check (may be nil); once the store is open, the principal
+// must be allowed act on the session (admission.Authorize; act "" checks
+// nothing: open, and commands that check themselves).
+func sessionRun(f *Factory, id string, act backend.Action, check func() error, run func(p *printer, st backend.Store, cfg *Config) error) error {
 	return storeRun(f, func() error {
 		if err := backend.ValidateID("session", id); err != nil {
 			return err
@@ -93,7 +100,14 @@ func sessionRun(f *Factory, id string, check func() error, run func(p *printer, 
 			return check()
 		}
 		return nil
-	}, run)
+	}, func(p *printer, st backend.Store, cfg *Config) error {
+		if act != "" {
+			if _, err := admission.Authorize(context.Background(), st, id, cfg.Principal, act, ""); err != nil {
+				return err
+			}
+		}
+		return run(p, st, cfg)
+	})
 }
 
 func newSessionOpenCmd(f *Factory) *cobra.Command {
@@ -104,7 +118,7 @@ func newSessionOpenCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], nil, func(p *printer, st backend.Store, cfg *Config) error {
+			return sessionRun(f, args[0], "", nil, func(p *printer, st backend.Store, cfg *Config) error {
 				s, created, err := st.OpenSession(cmd.Context(), backend.OpenSessionRequest{ID: args[0], Owner: cfg.Principal, Now: f.Now()})
 				if err != nil {
 					return err
@@ -129,7 +143,7 @@ func newSessionShowCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sessionRun(f, args[0], nil, func(p *printer, st backend.Store, _ *Config) error {
+			return sessionRun(f, args[0], backend.ActInspect, nil, func(p *printer, st backend.Store, _ *Config) error {
 				s, err := st.GetSession(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -156,7 +170,7 @@ func newSessionCloseCmd(f *Factory) *cobra.Command {
 				}
 				return nil
 			}
-			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, _ *Config) error {
+			return sessionRun(f, args[0], backend.ActOperate, check, func(p *printer, st backend.Store, _ *Config) error {
 				t, err := st.CloseSession(cmd.Context(), args[0], reason, f.Now())
 				if err != nil {
 					return err
@@ -197,7 +211,7 @@ makes a new child transcript, whose parent it is, current. The child is named
 				c = defaultChild(args[0])
 			}
 			check := func() error { return backend.ValidateID("transcript", c) }
-			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, _ *Config) error {
+			return sessionRun(f, args[0], backend.ActOperate, check, func(p *printer, st backend.Store, _ *Config) error {
 				t, err := st.Compress(cmd.Context(), args[0], c, f.Now())
 				if err != nil {
 					return err
@@ -228,7 +242,7 @@ new empty one named T (as resuming another conversation or branching would).`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			check := func() error { return backend.ValidateID("transcript", transcript) }
-			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, _ *Config) error {
+			return sessionRun(f, args[0], backend.ActOperate, check, func(p *printer, st backend.Store, _ *Config) error {
 				t, err := st.Switch(cmd.Context(), args[0], transcript, f.Now())
 				if err != nil {
 					return err
@@ -242,36 +256,73 @@ new empty one named T (as resuming another conversation or branching would).`,
 	return cmd
 }
 
+// grantText is a grant as "bob (writer: process, watch)".
+func grantText(g backend.Grant) string {
+	if len(g.Producers) > 0 {
+		return fmt.Sprintf("%s (%s: %s)", g.Principal, g.Role, strings.Join(g.Producers, ", "))
+	}
+	return fmt.Sprintf("%s (%s)", g.Principal, g.Role)
+}
+
 func newSessionGrantCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
-		Use:   "grant SESSION PRINCIPAL",
-		Short: "Allow another principal to admit to the session",
-		Long:  "Grant allows PRINCIPAL to admit human input to the session besides its owner. Only the owner may grant (else exit 7).",
-		Args:  cobra.ExactArgs(2),
+	var role string
+	var producers []string
+	cmd := &cobra.Command{
+		Use:   "grant SESSION PRINCIPAL [--role reader|writer|owner] [--producer NAME…]",
+		Short: "Give another principal a role on the session",
+		Long: `Grant gives PRINCIPAL a role on the session besides its owner, replacing any
+grant it had:
+  reader  inspects: session show, queue, show, find, transcript, attach, viewers
+  writer  also admits human input, and the automation input of the producers
+          named with --producer (repeatable); without --producer, none
+  owner   also admits any automation input, closes, compresses, switches,
+          resolves, cancels, replays, grants and revokes
+The default role is writer. Only the owner (or an owner grant) may grant,
+else exit 7. Draining is not restricted by roles.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			check := func() error { return backend.ValidateToken("principal", args[1]) }
-			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, cfg *Config) error {
-				return grant(cmd.Context(), f, p, st, cfg, args[0], args[1])
+			g := backend.Grant{Principal: args[1], Role: backend.GrantRole(role), Producers: producers}
+			check := func() error { return backend.CheckGrant(g) }
+			return sessionRun(f, args[0], backend.ActOperate, check, func(p *printer, st backend.Store, cfg *Config) error {
+				ctx := cmd.Context()
+				if err := st.Grant(ctx, args[0], g); err != nil {
+					return err
+				}
+				s, err := st.GetSession(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return p.object(s, textf("granted %s on %s\n", grantText(backend.NormalGrants([]backend.Grant{g})[0]), args[0]))
 			})
 		},
 	}
+	cmd.Flags().StringVar(&role, "role", string(backend.RoleWriter), "reader, writer or owner")
+	cmd.Flags().StringArrayVar(&producers, "producer", nil, "writer: a producer whose automation input it may admit (repeatable)")
+	_ = cmd.RegisterFlagCompletionFunc("role", fixedCompletion("reader", "writer", "owner"))
+	return cmd
 }
 
-func grant(ctx context.Context, f *Factory, p *printer, st backend.Store, cfg *Config, session, principal string) error {
-	s, err := st.GetSession(ctx, session)
-	if err != nil {
-		return err
+func newSessionRevokeCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke SESSION PRINCIPAL",
+		Short: "Remove a principal's grant on the session",
+		Long:  "Revoke removes PRINCIPAL's grant on the session (exit 3 when it has none). Only the owner (or an owner grant) may revoke, else exit 7.",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			check := func() error { return backend.ValidateToken("principal", args[1]) }
+			return sessionRun(f, args[0], backend.ActOperate, check, func(p *printer, st backend.Store, cfg *Config) error {
+				ctx := cmd.Context()
+				if err := st.Revoke(ctx, args[0], args[1]); err != nil {
+					return err
+				}
+				s, err := st.GetSession(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return p.object(s, textf("revoked %s on %s\n", args[1], args[0]))
+			})
+		},
 	}
-	if s.Owner != cfg.Principal {
-		return backend.Errorf(backend.ErrForbidden, "grant on session %s: %s is not its owner (%s)", session, cfg.Principal, s.Owner)
-	}
-	if err := st.Grant(ctx, session, principal); err != nil {
-		return err
-	}
-	if s, err = st.GetSession(ctx, session); err != nil {
-		return err
-	}
-	return p.object(s, textf("granted %s on %s\n", principal, session))
 }
 
 func newSessionsCmd(f *Factory) *cobra.Command {
@@ -291,6 +342,13 @@ func newSessionsCmd(f *Factory) *cobra.Command {
 			ss, err := st.ListSessions(cmd.Context())
 			if err != nil {
 				return err
+			}
+			// Each principal lists the sessions it may inspect; an admin,
+			// or anyone on a store that authenticates no one, lists all.
+			if cfg, err := f.Config(); err == nil && cfg.Authenticated && !cfg.Admin {
+				ss = slices.DeleteFunc(ss, func(s backend.Session) bool {
+					return !backend.Permits(s.Owner, s.Grants, cfg.Principal, backend.ActInspect, "")
+				})
 			}
 			return list(p, ss, func(w io.Writer) error {
 				rows := make([][]string, 0, len(ss))

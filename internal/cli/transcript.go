@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -63,13 +64,19 @@ func runTranscript(ctx context.Context, o *transcriptOptions) error {
 	if err != nil {
 		return err
 	}
+	cfg, err := o.f.Config()
+	if err != nil {
+		return err
+	}
 	t := o.Transcript
 	if o.Session != "" {
-		s, err := svc.Store.GetSession(ctx, o.Session)
+		s, err := admission.Authorize(ctx, svc.Store, o.Session, cfg.Principal, backend.ActInspect, "")
 		if err != nil {
 			return err
 		}
 		t = s.CurrentTranscript
+	} else if _, err := admission.AuthorizeTranscript(ctx, svc.Store, t, cfg.Principal, backend.ActInspect); err != nil {
+		return err
 	}
 	if o.Lineage {
 		ts, err := svc.Lineage(ctx, t)

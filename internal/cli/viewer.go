@@ -39,7 +39,7 @@ func newViewerAddCmd(f *Factory) *cobra.Command {
 				}
 				return nil
 			}
-			return sessionRun(f, args[0], check, func(p *printer, _ backend.Store, _ *Config) error {
+			return sessionRun(f, args[0], backend.ActInspect, check, func(p *printer, _ backend.Store, _ *Config) error {
 				svc, err := f.Admission()
 				if err != nil {
 					return err
@@ -64,7 +64,7 @@ func newViewerRmCmd(f *Factory) *cobra.Command {
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			check := func() error { return backend.ValidateToken("viewer id", args[1]) }
-			return sessionRun(f, args[0], check, func(p *printer, st backend.Store, _ *Config) error {
+			return sessionRun(f, args[0], backend.ActInspect, check, func(p *printer, st backend.Store, _ *Config) error {
 				if err := st.RemoveViewer(cmd.Context(), args[0], args[1]); err != nil {
 					return err
 				}

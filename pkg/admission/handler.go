@@ -33,11 +33,11 @@ type TurnInput struct {
 
 // stderrTail is how much of the handler's stderr a failed turn keeps in its
 // error.
-const stderrTail = 2048
+const stderrTail = backend.MaxErrorTail
 
 // maxReply bounds the reply kept from a handler's stdout; a longer reply
 // fails the turn instead of filling memory and the transcript.
-const maxReply = MaxPayloadLimit
+const maxReply = backend.MaxHandlerReply
 
 // capWriter keeps at most n bytes and remembers whether more came.
 type capWriter struct {

@@ -10,8 +10,8 @@ import (
 
 // Payload limits of the contract (docs/contract.md §2).
 const (
-	DefaultMaxPayload = 1 << 20 // 1 MiB of canonical payload
-	MaxPayloadLimit   = 4 << 20 // the largest limit a Service may be configured with
+	DefaultMaxPayload = backend.DefaultPayloadLimit // 1 MiB of canonical payload
+	MaxPayloadLimit   = backend.MaxPayloadLimit     // the largest limit a Service may be configured with
 )
 
 // DefaultViewerTTL is the lease of a viewer added without a ttl.

@@ -43,7 +43,7 @@ type Part struct {
 
 // maxNesting bounds how deep a payload may nest, so a hostile payload cannot
 // make canonicalisation recurse without end.
-const maxNesting = 1000
+const maxNesting = backend.MaxPayloadNesting
 
 // maxRawPayload bounds the bytes parsed before the canonical size is known:
 // whitespace and escapes may shrink a payload, but not by more than this.
@@ -342,7 +342,7 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 		req.Reopen = in.Reopen
 		return req, nil
 	}
-	if err := backend.ValidateToken("producer", in.Producer); err != nil {
+	if err := backend.ValidateProducer(in.Producer); err != nil {
 		return backend.AdmitRequest{}, err
 	}
 	if in.RequestID != "" {
@@ -353,6 +353,9 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 	}
 	if len(in.Identities) == 0 {
 		return backend.AdmitRequest{}, invalidf("identities are empty; automation input needs at least one")
+	}
+	if len(in.Identities) > backend.MaxIdentities {
+		return backend.AdmitRequest{}, invalidf("offer has %d identities, more than %d", len(in.Identities), backend.MaxIdentities)
 	}
 	// A repeated identity in one offer names the same event twice; keep
 	// the first so the store sees each identity once.

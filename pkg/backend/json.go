@@ -115,6 +115,7 @@ type sessionJSON struct {
 	Epoch             uint64     `json:"epoch"`
 	LeaseHolder       *string    `json:"lease_holder"`
 	LeaseExpiresAt    *time.Time `json:"lease_expires_at"`
+	Grants            []Grant    `json:"grants"`
 }
 
 // MarshalJSON writes the contract's session shape. A lease that has expired
@@ -124,6 +125,7 @@ func (s Session) MarshalJSON() ([]byte, error) {
 		ID: s.ID, Owner: s.Owner, CurrentTranscript: s.CurrentTranscript,
 		State: s.State(), Depth: s.Queued, Viewers: s.Viewers, Epoch: s.Epoch,
 		LeaseHolder: str(s.LeaseHolder), LeaseExpiresAt: tm(s.LeaseExpiresAt),
+		Grants: NormalGrants(s.Grants),
 	})
 }
 

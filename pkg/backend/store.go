@@ -37,9 +37,27 @@ type Store interface {
 	// ListSessions returns every session ordered by id.
 	ListSessions(ctx context.Context) ([]Session, error)
 
-	// Grant allows principal to admit to the session besides its owner.
-	// ErrInvalid for a bad principal (ValidateToken).
-	Grant(ctx context.Context, session, principal string) error
+	// Grant gives g.Principal g.Role on the session, replacing any grant
+	// it had. ErrInvalid for a malformed grant (CheckGrant) or one to the
+	// session's owner; ErrConflict when the session already has MaxGrants
+	// grants; ErrNotFound for an unknown session. Who may grant is decided
+	// above the store (only an owner may).
+	Grant(ctx context.Context, session string, g Grant) error
+
+	// Revoke removes principal's grant on the session. ErrNotFound when
+	// the session is unknown or principal has no grant on it.
+	Revoke(ctx context.Context, session, principal string) error
+
+	// Caller says who opened the store, as the store itself knows it
+	// (the Redis ACL user; the OS user for a file store).
+	Caller(ctx context.Context) (Caller, error)
+
+	// SetAdmin grants (admin true) or revokes the store-wide admin right of
+	// principal: an admin may act as any principal. Admins lists them,
+	// sorted. Who may call SetAdmin is decided above the store
+	// (Caller.StoreAdmin).
+	SetAdmin(ctx context.Context, principal string, admin bool) error
+	Admins(ctx context.Context) ([]string, error)
 
 	// Admit commits each request durably and atomically (docs/contract.md §2). The
 	// requests are independent: one result per request, in order, each with
@@ -49,7 +67,8 @@ type Store interface {
 	// the whole slice in one transaction.
 	//
 	// Within one atomic step per request:
-	//   - the principal must be the session's owner or granted (ErrForbidden);
+	//   - the principal must be allowed to admit by Permits with
+	//     AdmitAction(req.Kind) and req.Producer (ErrForbidden);
 	//   - a human request to an unknown session creates it (owner =
 	//     principal) when CreateSession is set, else ErrNotFound;
 	//   - human with RequestID: an admission with the same (principal,
@@ -319,7 +338,7 @@ type Record struct {
 type SessionRecord struct {
 	ID                string    `json:"id"`
 	Owner             string    `json:"owner"`
-	Grants            []string  `json:"grants"` // never nil in an export: [] for none
+	Grants            []Grant   `json:"grants"` // never nil in an export: [] for none
 	CurrentTranscript string    `json:"current_transcript"`
 	Epoch             uint64    `json:"epoch"`
 	Generation        uint64    `json:"generation"`

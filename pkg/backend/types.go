@@ -105,7 +105,7 @@ func (a *Admission) Text() string {
 type Session struct {
 	ID                string
 	Owner             string
-	Grants            []string // principals besides the owner allowed to admit
+	Grants            []Grant // principals besides the owner and their roles, by principal
 	CurrentTranscript string
 	Closed            bool   // the current transcript has ended
 	Epoch             uint64 // fencing token: +1 on each drain lease acquisition

@@ -2,12 +2,6 @@ package backend
 
 import "fmt"
 
-// Limits of the contract.
-const (
-	MaxIDLen       = 256  // session and transcript ids
-	MaxIdentityLen = 1024 // identities, request ids, principals
-)
-
 // ValidateID checks a session or transcript id: 1–256 bytes of
 // [A-Za-z0-9._:@/+-]. what names the field in the error.
 func ValidateID(what, id string) error {

@@ -400,7 +400,7 @@ func requestIDIdempotency(t *testing.T, h *harness) {
 		t.Errorf("two inputs without request id share admission %s", n1.Admission.ID)
 	}
 	// Another principal's request id is another key.
-	if err := h.store.Grant(h.ctx, "s1", "bob"); err != nil {
+	if err := h.store.Grant(h.ctx, "s1", backend.Grant{Principal: "bob", Role: backend.RoleWriter}); err != nil {
 		t.Fatal(err)
 	}
 	bob := in

@@ -55,7 +55,7 @@ func testAdmitHumanNew(t *testing.T, s backend.Store) {
 
 func testAdmitRequestID(t *testing.T, s backend.Store) {
 	openSession(t, s, "s1")
-	noErr(t, "grant", s.Grant(ctxOf(t), "s1", Other))
+	noErr(t, "grant", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Other, Role: backend.RoleWriter}))
 	req := backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, RequestID: "r-1", Payload: Payload("once")}
 	first := admit1(t, s, req)
 	noErr(t, "first admit", first.Err)

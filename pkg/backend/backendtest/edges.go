@@ -37,8 +37,13 @@ func testInvalidOwnerAndPrincipal(t *testing.T, s backend.Store) {
 	_, _, err = s.OpenSession(ctxOf(t), backend.OpenSessionRequest{ID: "bad id", Owner: Owner, Now: T0})
 	wantErr(t, "open a session with a bad id", err, backend.ErrInvalid)
 	openSession(t, s, "s1")
-	wantErr(t, "grant to an empty principal", s.Grant(ctxOf(t), "s1", ""), backend.ErrInvalid)
-	wantErr(t, "grant to a principal with NUL", s.Grant(ctxOf(t), "s1", "a\x00b"), backend.ErrInvalid)
+	wantErr(t, "grant to an empty principal", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: "", Role: backend.RoleWriter}), backend.ErrInvalid)
+	wantErr(t, "grant to a principal with NUL", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: "a\x00b", Role: backend.RoleWriter}), backend.ErrInvalid)
+	wantErr(t, "grant without a role", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Other}), backend.ErrInvalid)
+	wantErr(t, "grant of an unknown role", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Other, Role: "admin"}), backend.ErrInvalid)
+	wantErr(t, "grant of producers to a reader", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Other, Role: backend.RoleReader, Producers: []string{Producer}}), backend.ErrInvalid)
+	wantErr(t, "grant of a bad producer name", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Other, Role: backend.RoleWriter, Producers: []string{"Bad Name"}}), backend.ErrInvalid)
+	wantErr(t, "grant to the owner", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Owner, Role: backend.RoleReader}), backend.ErrInvalid)
 	if g := getSession(t, s, "s1").Grants; len(g) != 0 {
 		t.Errorf("refused grants left %q", g)
 	}
@@ -156,8 +161,8 @@ func testConflictMessage(t *testing.T, s backend.Store) {
 func testExportGrantsNeverNull(t *testing.T, s backend.Store) {
 	openSession(t, s, "a")
 	openSession(t, s, "b")
-	noErr(t, "grant", s.Grant(ctxOf(t), "b", Other))
-	want := map[string]string{"a": `"grants":[]`, "b": `"grants":["` + Other + `"]`}
+	noErr(t, "grant", s.Grant(ctxOf(t), "b", backend.Grant{Principal: Other, Role: backend.RoleReader}))
+	want := map[string]string{"a": `"grants":[]`, "b": `"grants":[{"principal":"` + Other + `","role":"reader"}]`}
 	for _, r := range export(t, s) {
 		if r.Session == nil {
 			continue
@@ -255,7 +260,7 @@ func testImportOutOfOrder(t *testing.T, s backend.Store) {
 	}
 	// A batch is refused before anything of it is written.
 	err := s.Import(ctxOf(t), []backend.Record{
-		{Session: &backend.SessionRecord{ID: "s5", Owner: Owner, Grants: []string{}, CurrentTranscript: "s5", NextSeq: 1, CreatedAt: T0}},
+		{Session: &backend.SessionRecord{ID: "s5", Owner: Owner, Grants: []backend.Grant{}, CurrentTranscript: "s5", NextSeq: 1, CreatedAt: T0}},
 		{Transcript: &backend.Transcript{ID: "s5", Session: "s5", CreatedAt: T0}},
 		recs["transcript before its session"],
 	})
@@ -313,10 +318,18 @@ func testSettleMalformed(t *testing.T, s backend.Store) {
 // (an export of one store imports into another and back).
 func testGrantsAreASet(t *testing.T, s backend.Store) {
 	openSession(t, s, "s1")
-	for _, p := range []string{"zed", "bob", "mia"} {
-		noErr(t, "grant "+p, s.Grant(ctxOf(t), "s1", p))
+	for _, g := range []backend.Grant{
+		{Principal: "zed", Role: backend.RoleOwner},
+		{Principal: "bob", Role: backend.RoleWriter, Producers: []string{"watch", Producer}},
+		{Principal: "mia", Role: backend.RoleReader},
+	} {
+		noErr(t, "grant "+g.Principal, s.Grant(ctxOf(t), "s1", g))
 	}
-	want := []string{"bob", "mia", "zed"}
+	want := []backend.Grant{
+		{Principal: "bob", Role: backend.RoleWriter, Producers: []string{Producer, "watch"}},
+		{Principal: "mia", Role: backend.RoleReader},
+		{Principal: "zed", Role: backend.RoleOwner},
+	}
 	diff(t, "grants of GetSession", want, getSession(t, s, "s1").Grants)
 	var rec *backend.SessionRecord
 	for _, r := range export(t, s) {
@@ -329,10 +342,13 @@ func testGrantsAreASet(t *testing.T, s backend.Store) {
 	}
 	diff(t, "exported grants", want, rec.Grants)
 	shuffled := *rec
-	shuffled.Grants = []string{"zed", "mia", "bob"}
+	shuffled.Grants = []backend.Grant{want[2], want[0], want[1]}
+	shuffled.Grants[1].Producers = []string{"watch", Producer}
 	noErr(t, "import the session with its grants in another order", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}))
-	shuffled.Grants = []string{"zed", "bob"}
+	shuffled.Grants = []backend.Grant{want[2], want[0]}
 	wantErr(t, "import the session with a grant less", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}), backend.ErrConflict)
+	shuffled.Grants = []backend.Grant{want[0], want[1], {Principal: "zed", Role: backend.RoleReader}}
+	wantErr(t, "import the session with a grant of another role", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}), backend.ErrConflict)
 }
 
 // An import never breaks an index: a message that would leave a gap in its
@@ -341,7 +357,7 @@ func testGrantsAreASet(t *testing.T, s backend.Store) {
 // it.
 func testImportKeepsIndexesWhole(t *testing.T, s backend.Store) {
 	session := func(id string) backend.Record {
-		return backend.Record{Session: &backend.SessionRecord{ID: id, Owner: Owner, Grants: []string{}, CurrentTranscript: id, NextSeq: 1, CreatedAt: T0}}
+		return backend.Record{Session: &backend.SessionRecord{ID: id, Owner: Owner, Grants: []backend.Grant{}, CurrentTranscript: id, NextSeq: 1, CreatedAt: T0}}
 	}
 	transcript := func(id string) backend.Record {
 		return backend.Record{Transcript: &backend.Transcript{ID: id, Session: id, CreatedAt: T0}}

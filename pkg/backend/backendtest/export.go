@@ -16,7 +16,7 @@ func populate(t *testing.T, s backend.Store) {
 	t.Helper()
 	openSession(t, s, "s1")
 	openSession(t, s, "s2")
-	noErr(t, "grant", s.Grant(ctxOf(t), "s1", Other))
+	noErr(t, "grant", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Other, Role: backend.RoleWriter, Producers: []string{Producer, "watch"}}))
 	h := admit1(t, s, backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, RequestID: "rq", Payload: Payload("with <html> & \"quotes\"")})
 	noErr(t, "admit", h.Err)
 	n := auto(t, s, "s1", "note text", "n1", "n2").Admission

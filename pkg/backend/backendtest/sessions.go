@@ -16,6 +16,7 @@ var sessionTests = []suiteTest{
 	{name: "GetSession/CountersAndState", fn: testGetSessionCounters},
 	{name: "ListSessions", fn: testListSessions},
 	{name: "Grant", fn: testGrant},
+	{name: "Admins", fn: testAdmins},
 	{name: "Viewers", fn: testViewers},
 	{name: "Viewers/Expiry", fn: testViewerExpiry},
 	{name: "Subscribe", fn: testSubscribe},
@@ -137,17 +138,72 @@ func testGrant(t *testing.T, s backend.Store) {
 	if _, err := s.FindIdentity(ctxOf(t), "s1", "id-1"); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("forbidden automation admit holds its identity: %v", err)
 	}
-	noErr(t, "grant", s.Grant(ctxOf(t), "s1", Other))
-	noErr(t, "grant twice", s.Grant(ctxOf(t), "s1", Other))
-	diff(t, "grants", []string{Other}, getSession(t, s, "s1").Grants)
-	res = admit1(t, s, backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Other, Payload: Payload("hi")})
-	noErr(t, "human admit by a granted principal", res.Err)
+	human := backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Other, Payload: Payload("hi")}
+	grant := func(g backend.Grant) {
+		t.Helper()
+		g.Principal = Other
+		noErr(t, "grant "+string(g.Role), s.Grant(ctxOf(t), "s1", g))
+		diff(t, "grants after granting "+string(g.Role), []backend.Grant{g}, getSession(t, s, "s1").Grants)
+	}
+
+	// A reader admits nothing.
+	grant(backend.Grant{Role: backend.RoleReader})
+	wantErr(t, "human admit by a reader", admit1(t, s, human).Err, backend.ErrForbidden)
+	wantErr(t, "automation admit by a reader", admit1(t, s, areq).Err, backend.ErrForbidden)
+
+	// A writer admits human input, and automation only of the producers
+	// its grant names; granting again replaces the grant.
+	grant(backend.Grant{Role: backend.RoleWriter})
+	noErr(t, "grant twice", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Other, Role: backend.RoleWriter}))
+	res = admit1(t, s, human)
+	noErr(t, "human admit by a writer", res.Err)
 	if res.Admission.Principal != Other {
 		t.Errorf("admission principal %q, want %q", res.Admission.Principal, Other)
 	}
-	res = admit1(t, s, areq)
-	noErr(t, "automation admit by a granted principal", res.Err)
-	wantErr(t, "grant on unknown session", s.Grant(ctxOf(t), "nope", Other), backend.ErrNotFound)
+	wantErr(t, "automation admit by a writer of no producer", admit1(t, s, areq).Err, backend.ErrForbidden)
+	grant(backend.Grant{Role: backend.RoleWriter, Producers: []string{"watch"}})
+	wantErr(t, "automation admit by a writer of another producer", admit1(t, s, areq).Err, backend.ErrForbidden)
+	grant(backend.Grant{Role: backend.RoleWriter, Producers: []string{Producer}})
+	noErr(t, "automation admit by a writer of its producer", admit1(t, s, areq).Err)
+
+	// An owner grant admits every producer's automation.
+	grant(backend.Grant{Role: backend.RoleOwner})
+	watch := autoReq("s1", "watch done", "id-2")
+	watch.Principal, watch.Producer = Other, "watch"
+	noErr(t, "automation admit by an owner grant", admit1(t, s, watch).Err)
+
+	// Revoke ends it.
+	noErr(t, "revoke", s.Revoke(ctxOf(t), "s1", Other))
+	if g := getSession(t, s, "s1").Grants; len(g) != 0 {
+		t.Errorf("grants after revoke: %v", g)
+	}
+	wantErr(t, "human admit after revoke", admit1(t, s, human).Err, backend.ErrForbidden)
+	wantErr(t, "revoke again", s.Revoke(ctxOf(t), "s1", Other), backend.ErrNotFound)
+	wantErr(t, "revoke on unknown session", s.Revoke(ctxOf(t), "nope", Other), backend.ErrNotFound)
+	wantErr(t, "grant on unknown session", s.Grant(ctxOf(t), "nope", backend.Grant{Principal: Other, Role: backend.RoleWriter}), backend.ErrNotFound)
+}
+
+// The store-wide admin right: granted, listed sorted, revoked; revoking a
+// principal without it is ErrNotFound. Caller answers.
+func testAdmins(t *testing.T, s backend.Store) {
+	got, err := s.Admins(ctxOf(t))
+	noErr(t, "admins of a new store", err)
+	diff(t, "admins of a new store", []string{}, got)
+	noErr(t, "set admin zed", s.SetAdmin(ctxOf(t), "zed", true))
+	noErr(t, "set admin bob", s.SetAdmin(ctxOf(t), "bob", true))
+	noErr(t, "set admin bob again", s.SetAdmin(ctxOf(t), "bob", true))
+	got, err = s.Admins(ctxOf(t))
+	noErr(t, "admins", err)
+	diff(t, "admins", []string{"bob", "zed"}, got)
+	noErr(t, "revoke admin zed", s.SetAdmin(ctxOf(t), "zed", false))
+	wantErr(t, "revoke admin zed again", s.SetAdmin(ctxOf(t), "zed", false), backend.ErrNotFound)
+	wantErr(t, "set admin of an empty principal", s.SetAdmin(ctxOf(t), "", true), backend.ErrInvalid)
+	got, err = s.Admins(ctxOf(t))
+	noErr(t, "admins", err)
+	diff(t, "admins after revoke", []string{"bob"}, got)
+	if _, err := s.Caller(ctxOf(t)); err != nil {
+		t.Errorf("caller: %v", err)
+	}
 }
 
 func testViewers(t *testing.T, s backend.Store) {

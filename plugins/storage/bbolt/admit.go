@@ -97,8 +97,8 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if !rec.allowed(r.Principal) {
-		return fail(backend.ErrForbidden, "principal %q is not the owner and not granted", r.Principal)
+	if act := backend.AdmitAction(r.Kind); !rec.permits(r.Principal, act, r.Producer) {
+		return res, fmt.Errorf("bbolt: %w", backend.Forbidden(r.Session, r.Principal, act, r.Producer))
 	}
 	a := &admRec{
 		ID: r.ID, Session: r.Session, Kind: string(r.Kind), Producer: r.Producer, Principal: r.Principal,

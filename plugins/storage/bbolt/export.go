@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -20,7 +19,7 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 		recs = nil
 		return t.eachSession(func(sb *bolt.Bucket, rec *sessionRec) error {
 			sr := rec.SessionRecord
-			sr.Grants, sr.CreatedAt = sortedGrants(sr.Grants), utc(sr.CreatedAt)
+			sr.Grants, sr.CreatedAt = backend.NormalGrants(sr.Grants), utc(sr.CreatedAt)
 			recs = append(recs, backend.Record{Session: &sr})
 			var tids []string
 			_ = sb.Bucket(subTranscripts).ForEach(func(k, _ []byte) error {
@@ -109,14 +108,14 @@ func (t *txn) importSession(r *backend.SessionRecord) error {
 		if err != nil {
 			return err
 		}
-		if old.Owner != r.Owner || !slices.Equal(sortedGrants(old.Grants), sortedGrants(r.Grants)) || old.CurrentTranscript != r.CurrentTranscript ||
+		if old.Owner != r.Owner || !sameJSON(backend.NormalGrants(old.Grants), backend.NormalGrants(r.Grants)) || old.CurrentTranscript != r.CurrentTranscript ||
 			old.Epoch != r.Epoch || old.Generation != r.Generation || old.NextSeq != r.NextSeq || !old.CreatedAt.Equal(r.CreatedAt) {
 			return backend.Errorf(backend.ErrConflict, "session %s exists with other content", r.ID)
 		}
 		return nil
 	}
 	sr := *r
-	sr.Grants, sr.CreatedAt = sortedGrants(r.Grants), utc(r.CreatedAt)
+	sr.Grants, sr.CreatedAt = backend.NormalGrants(r.Grants), utc(r.CreatedAt)
 	_, err := t.createSession(&sessionRec{SessionRecord: sr})
 	return err
 }

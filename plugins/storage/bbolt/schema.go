@@ -8,7 +8,8 @@ import (
 // Schema of a hermesq bbolt file. Every bucket and fixed key is named here,
 // once. Integer keys are big-endian so cursor order is numeric order.
 //
-//	meta/                      magic, schema version
+//	meta/                      magic, schema version, admins (JSON list of
+//	                           the principals with the store-wide admin right)
 //	sessions/<session id>/     one nested bucket per session:
 //	    session                JSON sessionRec (durable fields and counters)
 //	    adm/<seq>              JSON admRec, by FIFO position
@@ -46,6 +47,7 @@ var (
 
 	keyMagic  = []byte("magic")
 	keySchema = []byte("schema")
+	keyAdmins = []byte("admins")
 
 	keySession           = []byte("session")
 	subAdmissions        = []byte("adm")

@@ -18,7 +18,7 @@ import (
 func TestSessionRecEncoding(t *testing.T) {
 	at := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 	rec := sessionRec{
-		SessionRecord: backend.SessionRecord{ID: "s1", Owner: "alice", Grants: []string{"bob"}, CurrentTranscript: "s1.2",
+		SessionRecord: backend.SessionRecord{ID: "s1", Owner: "alice", Grants: []backend.Grant{{Principal: "bob", Role: backend.RoleWriter, Producers: []string{"watch"}}}, CurrentTranscript: "s1.2",
 			Epoch: 3, Generation: 4, NextSeq: 5, CreatedAt: at},
 		LeaseHolder: "d1", LeaseExpiresAt: at, Queued: 1, Running: 2, Unknown: 3,
 	}
@@ -26,7 +26,7 @@ func TestSessionRecEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"id":"s1","owner":"alice","grants":["bob"],"current_transcript":"s1.2","epoch":3,"generation":4,` +
+	want := `{"id":"s1","owner":"alice","grants":[{"principal":"bob","role":"writer","producers":["watch"]}],"current_transcript":"s1.2","epoch":3,"generation":4,` +
 		`"next_seq":5,"created_at":"2031-01-02T03:04:05Z","lease_holder":"d1","lease_expires_at":"2031-01-02T03:04:05Z",` +
 		`"queued":1,"running":2,"unknown":3}`
 	if string(b) != want {
@@ -36,8 +36,19 @@ func TestSessionRecEncoding(t *testing.T) {
 	if err := decode("session", []byte(want), &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Owner != "alice" || back.LeaseHolder != "d1" || back.Unknown != 3 || strings.Join(back.Grants, ",") != "bob" {
+	if back.Owner != "alice" || back.LeaseHolder != "d1" || back.Unknown != 3 || len(back.Grants) != 1 ||
+		back.Grants[0].Role != backend.RoleWriter || strings.Join(back.Grants[0].Producers, ",") != "watch" {
 		t.Fatalf("decoded %+v", back)
+	}
+	// A file written before grants had roles holds bare principal names:
+	// each reads as a writer.
+	old := strings.Replace(want, `{"principal":"bob","role":"writer","producers":["watch"]}`, `"bob"`, 1)
+	back = sessionRec{}
+	if err := decode("session", []byte(old), &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Grants) != 1 || back.Grants[0].Principal != "bob" || back.Grants[0].Role != backend.RoleWriter || back.Grants[0].Producers != nil {
+		t.Fatalf("decoded old grants %+v", back.Grants)
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
+
 	"sort"
 	"time"
 
@@ -414,7 +414,7 @@ func (t *txn) sessionView(sb *bolt.Bucket, rec *sessionRec) (backend.Session, er
 		Viewers: t.liveViewers(sb, time.Now()), CreatedAt: utc(rec.CreatedAt),
 	}
 	if len(rec.Grants) > 0 {
-		s.Grants = sortedGrants(rec.Grants)
+		s.Grants = backend.NormalGrants(rec.Grants)
 	}
 	if rec.LeaseHolder == "" {
 		s.LeaseExpiresAt = time.Time{}
@@ -427,22 +427,7 @@ func (t *txn) sessionView(sb *bolt.Bucket, rec *sessionRec) (backend.Session, er
 	return s, nil
 }
 
-// sortedGrants returns a sorted copy of grants, never nil: grants are a
-// set, listed in one order whatever order they were given in.
-func sortedGrants(grants []string) []string {
-	out := append([]string{}, grants...)
-	slices.Sort(out)
-	return out
-}
-
-func (r *sessionRec) allowed(principal string) bool {
-	if principal == r.Owner {
-		return true
-	}
-	for _, g := range r.Grants {
-		if g == principal {
-			return true
-		}
-	}
-	return false
+// permits applies backend.Permits to the session's owner and grants.
+func (r *sessionRec) permits(principal string, act backend.Action, producer string) bool {
+	return backend.Permits(r.Owner, r.Grants, principal, act, producer)
 }

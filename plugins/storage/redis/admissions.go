@@ -243,8 +243,7 @@ func (s *Store) admitResult(req backend.AdmitRequest, r []any) (backend.AdmitRes
 		return backend.AdmitResult{}, backend.Errorf(backend.ErrClosed,
 			"redis: admit to session %s: its current transcript %s is closed (reopen it to admit)", sid, detail)
 	case "forbidden":
-		return backend.AdmitResult{}, backend.Errorf(backend.ErrForbidden,
-			"redis: admit to session %s: principal %q is not its owner nor granted", sid, req.Principal)
+		return backend.AdmitResult{}, fmt.Errorf("redis: %w", backend.Forbidden(sid, req.Principal, backend.AdmitAction(req.Kind), req.Producer))
 	case "not_found":
 		return backend.AdmitResult{}, backend.Errorf(backend.ErrNotFound, "redis: admit to session %s: no such session", sid)
 	case "ok":

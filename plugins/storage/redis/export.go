@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -19,7 +20,7 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 	}
 	for _, sess := range sessions {
 		rec := &backend.SessionRecord{
-			ID: sess.ID, Owner: sess.Owner, Grants: append([]string{}, sess.Grants...),
+			ID: sess.ID, Owner: sess.Owner, Grants: backend.NormalGrants(sess.Grants),
 			CurrentTranscript: sess.CurrentTranscript, Epoch: sess.Epoch, Generation: sess.Generation,
 			NextSeq: sess.NextSeq, CreatedAt: sess.CreatedAt,
 		}
@@ -184,8 +185,15 @@ func (s *Store) importSession(ctx context.Context, r *backend.SessionRecord) err
 	}
 	args := []any{s.k.changes(), r.ID, r.Owner, r.CurrentTranscript, itoa(int64(r.Epoch)),
 		itoa(int64(r.Generation)), itoa(int64(r.NextSeq)), nsOf(r.CreatedAt)}
-	for _, g := range r.Grants {
-		args = append(args, g)
+	for _, g := range backend.NormalGrants(r.Grants) {
+		if err := backend.CheckGrant(g); err != nil {
+			return fmt.Errorf("redis: import session %s: %w", r.ID, err)
+		}
+		v, err := grantValue(g)
+		if err != nil {
+			return err
+		}
+		args = append(args, g.Principal, v)
 	}
 	res, err := s.eval(ctx, scriptImportSession, []string{s.k.session(r.ID), s.k.grants(r.ID)}, args...)
 	if err != nil {

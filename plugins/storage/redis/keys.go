@@ -15,7 +15,8 @@ func (k keys) tag(session string) string { return k.prefix + ":{" + session + "}
 // next_seq, created_at, lease_holder, lease_expires_at, tcount).
 func (k keys) session(s string) string { return k.tag(s) + "session" }
 
-// grants: set of principals allowed to admit besides the owner.
+// grants: hash principal → grant JSON {"role","producers"}: the principals
+// besides the owner and what they may do.
 func (k keys) grants(s string) string { return k.tag(s) + "grants" }
 
 // admissions: hash admission id → record (JSON, mutable fields).
@@ -53,6 +54,11 @@ func (k keys) messages(s, transcript string) string { return k.tag(s) + "message
 // id → expiry (unix ns, exact).
 func (k keys) viewers(s string) string      { return k.tag(s) + "viewers" }
 func (k keys) viewerExpiry(s string) string { return k.tag(s) + "viewer_expiry" }
+
+// admins: set of the principals with the store-wide admin right (one key,
+// read outside the session scripts: the admin right is checked when the
+// principal is resolved, not in a session's write).
+func (k keys) admins() string { return k.prefix + ":admins" }
 
 // changes: the pub/sub channel scripts publish a changed session's id on.
 func (k keys) changes() string { return k.prefix + ":changes" }

@@ -35,6 +35,7 @@ var (
 	scriptOpenSession      = loadScript("open_session")
 	scriptGetSession       = loadScript("get_session")
 	scriptGrant            = loadScript("grant")
+	scriptRevoke           = loadScript("revoke")
 	scriptAdmit            = loadScript("admit")
 	scriptClaim            = loadScript("claim")
 	scriptSettle           = loadScript("settle")

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -160,10 +162,15 @@ func decodeSession(r []any) (backend.Session, error) {
 		CreatedAt: timeOf(f["created_at"]),
 	}
 	if g, _ := r[2].([]any); len(g) > 0 {
-		for _, p := range g {
-			sess.Grants = append(sess.Grants, str(p))
+		for i := 0; i+1 < len(g); i += 2 {
+			gr := backend.Grant{Principal: str(g[i])}
+			if err := json.Unmarshal([]byte(str(g[i+1])), &gr); err != nil {
+				return sess, errInternalf("get session %s: grant of %q: %v", sess.ID, gr.Principal, err)
+			}
+			gr.Principal = str(g[i])
+			sess.Grants = append(sess.Grants, gr)
 		}
-		sort.Strings(sess.Grants)
+		sess.Grants = backend.NormalGrants(sess.Grants)
 	}
 	n := func(v any) int { x, _ := v.(int64); return int(x) }
 	sess.Queued, sess.Running, sess.Unknown, sess.Viewers = n(r[3]), n(r[4]), n(r[5]), n(r[6])
@@ -203,17 +210,54 @@ func (s *Store) ListSessions(ctx context.Context) ([]backend.Session, error) {
 	return out, nil
 }
 
-// Grant allows principal to admit to the session besides its owner.
-func (s *Store) Grant(ctx context.Context, session, principal string) error {
-	if err := backend.ValidateToken("principal", principal); err != nil {
+// grantValue is a grant as the grants hash holds it: JSON of its role and
+// producers (the principal is the hash field).
+func grantValue(g backend.Grant) (string, error) {
+	b, err := json.Marshal(struct {
+		Role      backend.GrantRole `json:"role"`
+		Producers []string          `json:"producers,omitempty"`
+	}{g.Role, g.Producers})
+	if err != nil {
+		return "", errInternalf("encode grant: %v", err)
+	}
+	return string(b), nil
+}
+
+// Grant gives g.Principal g.Role on the session, replacing its grant.
+func (s *Store) Grant(ctx context.Context, session string, g backend.Grant) error {
+	if err := backend.CheckGrant(g); err != nil {
+		return fmt.Errorf("redis: grant on session %s: %w", session, err)
+	}
+	g = backend.NormalGrants([]backend.Grant{g})[0]
+	v, err := grantValue(g)
+	if err != nil {
 		return err
 	}
 	r, err := s.eval(ctx, scriptGrant, []string{s.k.session(session), s.k.grants(session)},
-		s.k.changes(), session, principal)
+		s.k.changes(), session, g.Principal, v, backend.MaxGrants)
 	if err != nil {
 		return s.wrap("grant "+session, err)
 	}
+	switch status(r) {
+	case "owner":
+		return backend.Errorf(backend.ErrInvalid, "redis: grant on session %s: %q is its owner", session, g.Principal)
+	case "conflict":
+		return backend.Errorf(backend.ErrConflict, "redis: grant on session %s: it has %d grants, the limit", session, backend.MaxGrants)
+	}
 	return s.scriptErr(r, "grant", "session "+session)
+}
+
+// Revoke removes principal's grant on the session.
+func (s *Store) Revoke(ctx context.Context, session, principal string) error {
+	r, err := s.eval(ctx, scriptRevoke, []string{s.k.session(session), s.k.grants(session)},
+		s.k.changes(), session, principal)
+	if err != nil {
+		return s.wrap("revoke "+session, err)
+	}
+	if status(r) == "no_grant" {
+		return backend.Errorf(backend.ErrNotFound, "redis: revoke on session %s: %q has no grant", session, principal)
+	}
+	return s.scriptErr(r, "revoke", "session "+session)
 }
 
 // scriptErr maps a script's status code to the contract's errors.

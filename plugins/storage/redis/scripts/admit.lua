@@ -1,7 +1,7 @@
 -- admit.lua: commit admission requests to one session (docs/contract.md §2), each
 -- resolving its request id or identities against the session; all of them
 -- in one atomic step, each with its own result.
--- KEYS[1] session hash       KEYS[2] grants set        KEYS[3] transcripts hash
+-- KEYS[1] session hash       KEYS[2] grants hash       KEYS[3] transcripts hash
 -- KEYS[4] admissions hash    KEYS[5] payloads hash     KEYS[6] identity_lists hash
 -- KEYS[7] seqs zset          KEYS[8] queued zset       KEYS[9] identities hash
 -- KEYS[10] requests hash
@@ -18,12 +18,30 @@
 --    duplicate ids joined by NUL, per-identity results ('a'|'d' per identity)}
 --   result: admitted | duplicate | coalesced; with parts, payload_differs is
 --   '0' and judged per member by the caller (the payloads are immutable)
--- or {'not_found'} (no session), {'forbidden'} (principal not owner nor granted),
+-- or {'not_found'} (no session), {'forbidden'} (no grant lets the principal admit this),
 -- {'conflict', admission id} (request id reused with another payload),
 -- {'id_taken', admission id} (the new admission id names another request),
 -- {'closed', current transcript}.
 local sid = ARGV[2]
 local changed = false
+
+-- permits is backend.Permits for admitting: the owner admits anything; a
+-- grant (KEYS[2]: principal -> {"role","producers"}) of writer admits human
+-- input and the automation of the producers it names, of owner everything.
+local function permits(s, principal, kind, producer)
+  if s.owner == principal then return true end
+  local raw = redis.call('HGET', KEYS[2], principal)
+  if not raw then return false end
+  local g = cjson.decode(raw)
+  if g.role == 'owner' then return true end
+  if g.role ~= 'writer' then return false end
+  if kind == 'human' then return true end
+  if type(g.producers) ~= 'table' then return false end
+  for _, p in ipairs(g.producers) do
+    if p == producer then return true end
+  end
+  return false
+end
 
 local function admit_one(id, kind, producer, principal, request_id, payload, pinned, replay_of,
     create, reopen, now, idents, parts)
@@ -58,7 +76,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     s = hgetall(KEYS[1])
   end
 
-  if s.owner ~= principal and redis.call('SISMEMBER', KEYS[2], principal) == 0 then
+  if not permits(s, principal, kind, producer) then
     return {'forbidden'}
   end
 

@@ -1,0 +1,83 @@
+package backend
+
+import "fmt"
+
+// Limits on every input, in one place. Each has its own error naming the
+// field and the limit; `hermesq help limits` lists them.
+const (
+	// MaxIDLen bounds session and transcript ids (bytes).
+	MaxIDLen = 256
+	// MaxIdentityLen bounds identities, request ids and principals (bytes).
+	MaxIdentityLen = 1024
+	// MaxIdentities bounds the identities (and so the parts) of one offer.
+	MaxIdentities = 1000
+	// MaxProducerLen bounds a producer name (bytes of [a-z0-9_-]).
+	MaxProducerLen = 64
+	// DefaultPayloadLimit is the canonical payload size limit unless
+	// configured (payload_limit).
+	DefaultPayloadLimit = 1 << 20
+	// MaxPayloadLimit is the largest payload_limit a configuration may set.
+	MaxPayloadLimit = 4 << 20
+	// MaxPayloadNesting bounds how deep a payload's objects and arrays nest.
+	MaxPayloadNesting = 1000
+	// MaxInputLine bounds one NDJSON line of admit --batch or import, and
+	// what admit reads from stdin: room for the largest payload written
+	// with escapes, so an oversized payload is refused by its own check.
+	MaxInputLine = 2*MaxPayloadLimit + 1
+	// MaxHandlerReply bounds the reply kept from a handler's stdout; a
+	// longer reply fails the turn.
+	MaxHandlerReply = MaxPayloadLimit
+	// MaxErrorTail bounds the tail of a handler's stderr kept in a failed
+	// admission's error.
+	MaxErrorTail = 2048
+	// MaxOutputTail bounds the tail of a supervised process's output kept
+	// in its completion.
+	MaxOutputTail = 4096
+	// MaxGrants bounds the grants of one session.
+	MaxGrants = 1000
+	// MaxGrantProducers bounds the producers one writer grant names.
+	MaxGrantProducers = 64
+)
+
+// ValidateProducer checks a producer name: 1–64 bytes of [a-z0-9_-] (the
+// plugin binary is hermesq-producer-NAME).
+func ValidateProducer(name string) error {
+	if name == "" {
+		return fmt.Errorf("producer name is empty: %w", ErrInvalid)
+	}
+	if len(name) > MaxProducerLen {
+		return fmt.Errorf("producer name is %d bytes, more than %d: %w", len(name), MaxProducerLen, ErrInvalid)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("producer name %q: byte %q at %d is not one of [a-z0-9_-]: %w", name, c, i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Limit is one input limit as `hermesq help limits` lists it.
+type Limit struct {
+	Name  string
+	Value string
+	Error string // what the refusal says
+}
+
+// Limits lists every input limit of the contract.
+func Limits() []Limit {
+	return []Limit{
+		{"session and transcript id", fmt.Sprintf("1-%d bytes of [A-Za-z0-9._:@/+-]", MaxIDLen), "session id is N bytes, more than 256"},
+		{"identity, request id, principal", fmt.Sprintf("1-%d bytes, no NUL", MaxIdentityLen), "identity is N bytes, more than 1024"},
+		{"identities (parts) of one offer", fmt.Sprint(MaxIdentities), "offer has N identities, more than 1000"},
+		{"producer name", fmt.Sprintf("1-%d bytes of [a-z0-9_-]", MaxProducerLen), "producer name ... is not one of [a-z0-9_-]"},
+		{"payload (canonical JSON)", fmt.Sprintf("%d bytes by default, payload_limit up to %d", DefaultPayloadLimit, MaxPayloadLimit), "payload is N bytes, more than the limit of L"},
+		{"payload nesting", fmt.Sprint(MaxPayloadNesting), "payload nests deeper than 1000"},
+		{"NDJSON line (admit --batch, import), stdin", fmt.Sprintf("%d bytes", MaxInputLine-1), "line longer than N bytes"},
+		{"handler reply kept", fmt.Sprintf("%d bytes", MaxHandlerReply), "reply is larger than N bytes (the turn fails)"},
+		{"handler stderr tail kept", fmt.Sprintf("%d bytes", MaxErrorTail), "(cut to the last bytes)"},
+		{"process output tail kept", fmt.Sprintf("%d bytes", MaxOutputTail), "(cut to the last bytes)"},
+		{"grants of one session", fmt.Sprint(MaxGrants), "session has N grants, the limit"},
+		{"producers of one writer grant", fmt.Sprint(MaxGrantProducers), "grant names N producers, more than 64"},
+	}
+}

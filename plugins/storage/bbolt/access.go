@@ -1,0 +1,94 @@
+package bbolt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Caller is the OS user of this process. A file store authenticates no one:
+// whoever can open the file (mode 0600: its owner) can read and write all
+// of it, so the name is not Verified; the file's owner is its StoreAdmin.
+func (s *Store) Caller(ctx context.Context) (backend.Caller, error) {
+	c := backend.Caller{Name: OSUser()}
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return c, backend.Errorf(backend.ErrUnavailable, "bbolt: stat %s: %v", s.path, err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		c.StoreAdmin = int(st.Uid) == os.Getuid()
+	}
+	return c, nil
+}
+
+// OSUser is the name of the OS user running this process (uid:N when the
+// user database does not name it).
+func OSUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "uid:" + strconv.Itoa(os.Getuid())
+}
+
+// SetAdmin adds principal to, or removes it from, the admins of meta/.
+func (s *Store) SetAdmin(ctx context.Context, principal string, admin bool) error {
+	if err := backend.ValidateToken("principal", principal); err != nil {
+		return fmt.Errorf("bbolt: set admin: %w", err)
+	}
+	return s.update(ctx, func(t *txn) error {
+		admins, err := t.admins()
+		if err != nil {
+			return err
+		}
+		has := slices.Contains(admins, principal)
+		switch {
+		case admin && !has:
+			admins = append(admins, principal)
+		case !admin && has:
+			admins = slices.DeleteFunc(admins, func(a string) bool { return a == principal })
+		case !admin:
+			return backend.Errorf(backend.ErrNotFound, "bbolt: revoke admin: %q is not an admin", principal)
+		default:
+			return nil
+		}
+		slices.Sort(admins)
+		b, err := json.Marshal(admins)
+		if err != nil {
+			return err
+		}
+		return t.tx.Bucket(bucketMeta).Put(keyAdmins, b)
+	})
+}
+
+// Admins lists the principals with the admin right, sorted.
+func (s *Store) Admins(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.view(ctx, func(t *txn) error {
+		a, err := t.admins()
+		out = a
+		return err
+	})
+	return out, err
+}
+
+func (t *txn) admins() ([]string, error) {
+	v := t.tx.Bucket(bucketMeta).Get(keyAdmins)
+	if v == nil {
+		return []string{}, nil
+	}
+	var a []string
+	if err := decode("admins", v, &a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
