@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -291,7 +290,7 @@ func exportRecords(t *testing.T, ndjson string) map[string]string {
 		var v any
 		switch {
 		case rec.Session != nil:
-			sort.Strings(rec.Session.Grants)
+			rec.Session.Grants = backend.NormalGrants(rec.Session.Grants)
 			key, v = "session "+rec.Session.ID, rec.Session
 		case rec.Transcript != nil:
 			key, v = "transcript "+rec.Transcript.ID, rec.Transcript

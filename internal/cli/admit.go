@@ -189,6 +189,7 @@ func runAdmit(ctx context.Context, o *admitOptions) error {
 	if err != nil {
 		return err
 	}
+	in.Principal = cfg.Principal // as resolved when the store opened
 	r, err := svc.Admit(ctx, in)
 	if err != nil {
 		return err
@@ -260,6 +261,9 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		svc, err := o.f.Admission()
 		if err != nil {
 			return err
+		}
+		for i := range good {
+			good[i].Principal = cfg.Principal // as resolved when the store opened
 		}
 		results, err = svc.AdmitBatch(ctx, good)
 		if err != nil {

@@ -25,6 +25,9 @@ func TestRedisStore(t *testing.T) {
 	dump := e.export()
 
 	e.store = srv.FreshURL()
+	// The sessions belong to the OS user; on Redis the ACL user hq, an
+	// admin (it may manage ACL users), acts as that owner.
+	t.Setenv("HERMESQ_PRINCIPAL", osUser())
 	e.runWith(dump, false, "import").wantExit(t, 0)
 	if got := e.export(); got != dump {
 		t.Fatalf("bbolt → redis differs:\n%s\nwant:\n%s", got, dump)

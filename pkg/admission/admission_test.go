@@ -167,7 +167,7 @@ func TestAdmitValidation(t *testing.T) {
 		{"long identity", auto(func(in *admission.Input) { in.Identities = []string{long} }), "identity is 1025 bytes"},
 		{"nul identity", auto(func(in *admission.Input) { in.Identities = []string{"a\x00"} }), "identity contains a NUL byte"},
 		{"bad target", auto(func(in *admission.Input) { in.Target = "t t" }), "target id"},
-		{"long producer", auto(func(in *admission.Input) { in.Producer = long }), "producer is 1025 bytes"},
+		{"long producer", auto(func(in *admission.Input) { in.Producer = long }), "producer name is 1025 bytes"},
 		{"human parts", human(func(in *admission.Input) { in.Text, in.Parts = "", parts("a", "b") }), "parts need a producer"},
 		{"parts and text", auto(func(in *admission.Input) { in.Parts = parts("a") }), "parts replace text and payload"},
 		{"parts and payload", auto(func(in *admission.Input) { in.Text, in.Payload, in.Parts = "", []byte(`{"text":"x"}`), parts("a") }), "parts replace text and payload"},
