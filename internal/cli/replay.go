@@ -146,11 +146,12 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 		req, err = o.request()
 		return err
 	}
-	return storeRun(o.f, check, func(p *printer, _ backend.Store, _ *Config) error {
+	return storeRun(o.f, check, func(p *printer, _ backend.Store, cfg *Config) error {
 		svc, err := o.f.Admission()
 		if err != nil {
 			return err
 		}
+		req.Principal = cfg.Principal // replaying is an owner's
 		bar := o.f.progress("replaying")
 		results, err := svc.Replay(cmd.Context(), req, bar.add)
 		bar.done()

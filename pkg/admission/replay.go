@@ -32,6 +32,10 @@ type ReplayRequest struct {
 	Again bool
 	// DryRun plans the replays and writes nothing.
 	DryRun bool
+	// Principal is who replays: it must be allowed to operate on the
+	// session of every selected admission (an owner), else ErrForbidden
+	// and nothing is replayed. Empty: not checked (the caller has).
+	Principal string
 }
 
 // Replay results (ReplayResult.Result).
@@ -84,6 +88,18 @@ func (s *Service) Replay(ctx context.Context, req ReplayRequest, progress func(n
 	if req.Target != "" {
 		if err := backend.ValidateID("replay target", req.Target); err != nil {
 			return nil, err
+		}
+	}
+	if req.Principal != "" {
+		checked := map[string]bool{}
+		for _, o := range origs {
+			if checked[o.Session] {
+				continue
+			}
+			if _, err := Authorize(ctx, s.Store, o.Session, req.Principal, backend.ActOperate, ""); err != nil {
+				return nil, fmt.Errorf("replay %s: %w", o.ID, err)
+			}
+			checked[o.Session] = true
 		}
 	}
 	targets := map[string]bool{} // session\0target: checked
