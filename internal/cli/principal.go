@@ -9,7 +9,7 @@ import (
 )
 
 // resolvePrincipal decides who this invocation acts as, once the store is
-// open (DESIGN §10), and sets cfg.Principal and cfg.Admin:
+// open (docs/contract.md §10), and sets cfg.Principal and cfg.Admin:
 //
 //   - a store that authenticates its callers (Redis with ACL users) names
 //     the principal: the ACL user. A --principal (or HERMESQ_PRINCIPAL, or

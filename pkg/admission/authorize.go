@@ -6,7 +6,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// Authorize checks that principal may do act on the session (DESIGN §10):
+// Authorize checks that principal may do act on the session (docs/contract.md §10):
 // the one place every command's permission is decided, by backend.Permits,
 // the rule the stores apply to admissions inside their own atomic step.
 // It returns the session read for the check. An unknown session is

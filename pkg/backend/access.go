@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// GrantRole is what a principal granted on a session may do (DESIGN §10):
+// GrantRole is what a principal granted on a session may do (docs/contract.md §10):
 // readers inspect; writers also admit human input (and automation of the
 // producers their grant names); owners also admit any automation, close,
 // compress, switch, resolve, cancel, replay, grant and revoke.
