@@ -66,13 +66,35 @@ func (r *Registry) Open(ctx context.Context, rawURL string, opts Options) (Store
 	return o(ctx, u, opts)
 }
 
-// Redact returns rawURL with any password replaced by "xxxxx", for messages.
+// Redact returns rawURL without its credentials, for messages: see
+// RedactURL. An unparsable URL is not shown at all.
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(unparsable url)"
 	}
-	return u.Redacted()
+	return RedactURL(u)
+}
+
+// RedactURL returns u as a string without its credentials, for messages:
+// the password of user:password@ becomes "xxxxx", and so does a lone user
+// part (user@), which a Redis URL reads as the password of the default
+// user, as redis-cli does. Every message naming a store URL goes through
+// here, so what counts as a credential is decided once.
+func RedactURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	if u.User == nil {
+		return u.String()
+	}
+	c := *u
+	if _, has := u.User.Password(); has {
+		c.User = url.UserPassword(u.User.Username(), "xxxxx")
+	} else {
+		c.User = url.User("xxxxx")
+	}
+	return c.String()
 }
 
 // CheckQuery returns ErrInvalid naming the first query parameter of u that
@@ -89,7 +111,7 @@ func CheckQuery(u *url.URL, known ...string) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !allowed[k] {
-			return fmt.Errorf("store url %q: unknown parameter %q: %w", u.Redacted(), k, ErrInvalid)
+			return fmt.Errorf("store url %q: unknown parameter %q: %w", RedactURL(u), k, ErrInvalid)
 		}
 	}
 	return nil

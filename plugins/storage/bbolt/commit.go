@@ -27,12 +27,22 @@ import (
 // set results that the second run overwrites.
 
 type writeOp struct {
-	fn func(*txn) error
+	// state: opPending while queued; the leader moves it to opTaken when
+	// it puts the operation into a transaction, its caller to opAbandoned
+	// when its context ends first (then it is never run).
+	state atomic.Int32
+	fn    func(*txn) error
 	// atomic: any error of fn rolls back the whole transaction (Import).
 	atomic bool
 	err    error
 	done   chan struct{}
 }
+
+const (
+	opPending int32 = iota
+	opTaken
+	opAbandoned
+)
 
 type commitQueue struct {
 	store   *Store
@@ -65,7 +75,15 @@ func (s *Store) updateAtomic(ctx context.Context, fn func(*txn) error) error {
 	return s.group.run(ctx, &writeOp{fn: fn, atomic: true, done: make(chan struct{})})
 }
 
+// run queues op and waits for its commit, or for ctx to end: a caller's
+// deadline bounds every write, whoever leads the group. An operation not
+// yet in a transaction is then abandoned (never written); one already in
+// flight may still commit, which the caller is told as ErrUnavailable (the
+// outcome is unknown, as for a Redis reply lost).
 func (q *commitQueue) run(ctx context.Context, op *writeOp) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bbolt: write %s: %v (nothing written): %w", q.store.path, err, backend.ErrUnavailable)
+	}
 	q.mu.Lock()
 	q.pending = append(q.pending, op)
 	lead := !q.leading
@@ -74,28 +92,48 @@ func (q *commitQueue) run(ctx context.Context, op *writeOp) error {
 	}
 	q.mu.Unlock()
 	if lead {
-		q.lead(ctx)
+		// The leader commits others' operations too: its own context
+		// ending must not abandon them, so it leads in the background.
+		go q.lead()
 	}
-	<-op.done
-	return op.err
+	select {
+	case <-op.done:
+		return op.err
+	case <-ctx.Done():
+	}
+	if op.state.CompareAndSwap(opPending, opAbandoned) {
+		return fmt.Errorf("bbolt: write %s: %v (nothing written): %w", q.store.path, ctx.Err(), backend.ErrUnavailable)
+	}
+	select {
+	case <-op.done:
+		return op.err // finished as the context ended
+	default:
+	}
+	return fmt.Errorf("bbolt: write %s: %v while committing (it may have been written): %w", q.store.path, ctx.Err(), backend.ErrUnavailable)
 }
 
-// lead commits the queued operations, then hands leadership on to a new
-// goroutine if more arrived, so the caller that led returns promptly.
-func (q *commitQueue) lead(ctx context.Context) {
-	q.mu.Lock()
-	batch := q.pending
-	q.pending = nil
-	q.mu.Unlock()
-	q.commit(context.WithoutCancel(ctx), batch)
-	q.mu.Lock()
-	more := len(q.pending) > 0
-	if !more {
-		q.leading = false
-	}
-	q.mu.Unlock()
-	if more {
-		go q.lead(context.Background())
+// lead commits the queued operations, again and again while more
+// arrive, then gives leadership up. Operations whose callers gave up
+// before their turn are dropped unrun.
+func (q *commitQueue) lead() {
+	for {
+		q.mu.Lock()
+		batch := q.pending[:0:0]
+		for _, op := range q.pending {
+			if op.state.CompareAndSwap(opPending, opTaken) {
+				batch = append(batch, op)
+			} else {
+				close(op.done)
+			}
+		}
+		q.pending = nil
+		if len(batch) == 0 {
+			q.leading = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		q.commit(context.Background(), batch)
 	}
 }
 

@@ -81,16 +81,16 @@ func Open(ctx context.Context, path string, opts backend.Options) (*Store, error
 // parameters and refuses relative paths.
 func Opener(ctx context.Context, u *url.URL, opts backend.Options) (backend.Store, error) {
 	if u.Scheme != "bbolt" {
-		return nil, fmt.Errorf("bbolt: store url %q: scheme is not bbolt: %w", u.Redacted(), backend.ErrInvalid)
+		return nil, fmt.Errorf("bbolt: store url %q: scheme is not bbolt: %w", backend.RedactURL(u), backend.ErrInvalid)
 	}
 	if err := backend.CheckQuery(u); err != nil {
 		return nil, fmt.Errorf("bbolt: %w", err)
 	}
 	if u.Host != "" || u.Opaque != "" || u.User != nil {
-		return nil, fmt.Errorf("bbolt: store url %q: want bbolt:///absolute/path.db: %w", u.Redacted(), backend.ErrInvalid)
+		return nil, fmt.Errorf("bbolt: store url %q: want bbolt:///absolute/path.db: %w", backend.RedactURL(u), backend.ErrInvalid)
 	}
 	if !filepath.IsAbs(u.Path) {
-		return nil, fmt.Errorf("bbolt: store url %q: path is not absolute: %w", u.Redacted(), backend.ErrInvalid)
+		return nil, fmt.Errorf("bbolt: store url %q: path is not absolute: %w", backend.RedactURL(u), backend.ErrInvalid)
 	}
 	s, err := Open(ctx, u.Path, opts)
 	if err != nil {

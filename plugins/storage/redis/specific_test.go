@@ -91,6 +91,38 @@ func TestParseURL(t *testing.T) {
 	if !errors.Is(err, backend.ErrInvalid) || !strings.Contains(err.Error(), "frobnicate") || strings.Contains(err.Error(), "hunter2-secret") {
 		t.Fatalf("unknown parameter: %v", err)
 	}
+	// A lone user part is the password (redis-cli reads it so): it is
+	// redacted from every message too, a refused URL's and a failed dial's.
+	lone, _ := url.Parse("redis://hunter2-lone@127.0.0.1:1/0?x=1")
+	if _, err := redisstore.ParseURL(lone); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("ParseURL of a lone password with a bad parameter: %v", err)
+	}
+	lone, _ = url.Parse("redis://hunter2-lone@127.0.0.1:1/0")
+	if pc, err := redisstore.ParseURL(lone); err != nil || pc.Password != "hunter2-lone" || strings.Contains(pc.String(), "hunter2") {
+		t.Errorf("ParseURL of a lone password: %v, %v", pc, err)
+	}
+	if _, err := open(t, "redis://hunter2-lone@127.0.0.1:1/0", backend.Options{Timeout: time.Second}); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("open on a closed port with a lone password: %v", err)
+	}
+}
+
+// backend.Redact hides every credential of a store URL: a password, and a
+// lone user part (a Redis URL's password).
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://hunter2@127.0.0.1:7000/0":        "redis://xxxxx@127.0.0.1:7000/0",
+		"redis://:hunter2@127.0.0.1:7000/0":       "redis://:xxxxx@127.0.0.1:7000/0",
+		"redis://app:hunter2@127.0.0.1:7000/0":    "redis://app:xxxxx@127.0.0.1:7000/0",
+		"rediss://h:6380/0?ca=/etc/ca.pem":        "rediss://h:6380/0?ca=/etc/ca.pem",
+		"bbolt:///var/lib/hermesq/q.db":           "bbolt:///var/lib/hermesq/q.db",
+		"redis://hunter2@h1:1,h2:2/0?prefix=app":  "redis://xxxxx@h1:1,h2:2/0?prefix=app",
+		"redis://app:hunter2@[::1]:7000/0":        "redis://app:xxxxx@[::1]:7000/0",
+		"redis://hunter2@host:99999999999999/0%z": "(unparsable url)",
+	} {
+		if got := backend.Redact(in); got != want {
+			t.Errorf("Redact(%s) = %s, want %s", in, got, want)
+		}
+	}
 }
 
 func TestACL(t *testing.T) {

@@ -84,7 +84,7 @@ func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String(
 
 // ParseURL parses and checks a store URL without connecting.
 func ParseURL(u *url.URL) (*Config, error) {
-	red := u.Redacted()
+	red := backend.RedactURL(u)
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("redis: store url %q: %s: %w", red, fmt.Sprintf(format, args...), backend.ErrInvalid)
 	}
@@ -231,6 +231,7 @@ func Open(ctx context.Context, u *url.URL, opts backend.Options) (*Store, error)
 			MaxRedirects: 3, MaxRetries: -1,
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
 			DialerRetries: 1, Protocol: 2, DisableIdentity: true, MaintNotificationsConfig: maint,
+			ContextTimeoutEnabled: true, // a call's deadline bounds it (a lease renewal)
 		})
 	case c.Sentinel != "":
 		s.client = goredis.NewFailoverClient(&goredis.FailoverOptions{
@@ -238,7 +239,7 @@ func Open(ctx context.Context, u *url.URL, opts backend.Options) (*Store, error)
 			Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: c.TLS,
 			MaxRetries:  -1, // as below
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
-			DialerRetries: 1, Protocol: 2, DisableIdentity: true,
+			DialerRetries: 1, Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true,
 		})
 	default:
 		s.client = goredis.NewClient(&goredis.Options{
@@ -246,6 +247,7 @@ func Open(ctx context.Context, u *url.URL, opts backend.Options) (*Store, error)
 			MaxRetries:  -1, // scripts are never re-sent blindly; reads retry in readRetry
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
 			DialerRetries: 1, Protocol: 2, DisableIdentity: true, MaintNotificationsConfig: maint,
+			ContextTimeoutEnabled: true,
 		})
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
