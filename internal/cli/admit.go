@@ -69,7 +69,10 @@ an automation line may give "parts":[{"identity":ID,"text":T},
 {"identity":ID,"payload":{...}},...] instead of "text"/"payload" (and then
 needs no "identities"). One result is printed per line, in order. A bad
 line is reported with its line number and the good lines are still
-admitted; exit 2 if any line was bad.
+admitted, each line's result printed whatever happened to the others. The
+exit code is the worst line's: 1 (internal) before 75 (store unavailable:
+retry the batch; committed lines come back as duplicates when they carry a
+request id or identities) before 5, 7, 4, 3, and 2 (a malformed line).
 With -o json or jsonl, --batch prints one JSON object a line: the admit
 result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
 		Example: `  hermesq admit s1 --text "summarise the log"
@@ -265,8 +268,11 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		for i := range good {
 			good[i].Principal = cfg.Principal // as resolved when the store opened
 		}
+		// A store failure of the whole call still sets each line's error:
+		// every line is reported, and a failure of some lines (a Redis
+		// call spanning sessions) never hides the lines committed.
 		results, err = svc.AdmitBatch(ctx, good)
-		if err != nil {
+		if err != nil && len(results) != len(good) {
 			return err
 		}
 		if len(results) != len(good) {
@@ -274,8 +280,7 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		}
 	}
 
-	var firstBad error
-	invalid := false
+	var worst error
 	k := 0
 	for _, l := range lines {
 		lerr := l.err
@@ -286,12 +291,7 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 			lerr = r.Err
 		}
 		if lerr != nil {
-			if backend.CodeOf(lerr) == backend.CodeInvalid {
-				invalid = true
-			}
-			if firstBad == nil {
-				firstBad = lerr
-			}
+			worst = worseError(worst, lerr)
 			be := batchError{Line: l.n, Error: string(backend.CodeOf(lerr)), Message: oneLine(lerr.Error())}
 			if err := p.line(be, textf("error line %d: %s\n", be.Line, be.Message)); err != nil {
 				return err
@@ -304,12 +304,12 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		}
 	}
 	switch {
-	case invalid:
+	case worst == nil:
+		return nil
+	case backend.CodeOf(worst) == backend.CodeInvalid:
 		return &reportedError{backend.Errorf(backend.ErrInvalid, "admit --batch: bad input lines")}
-	case firstBad != nil:
-		return &reportedError{firstBad}
 	}
-	return nil
+	return &reportedError{worst}
 }
 
 // readBatch reads NDJSON inputs, one a line. Blank lines are skipped; a line

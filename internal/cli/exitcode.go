@@ -62,6 +62,34 @@ type reportedError struct{ err error }
 func (e *reportedError) Error() string { return e.err.Error() }
 func (e *reportedError) Unwrap() error { return e.err }
 
+// severity orders the codes of failed parts of one command (admit --batch
+// lines) for its exit code, the worst line's: a failure of hermesq itself
+// first, then the store unavailable (retry later), then refusals of the
+// lines by the contract, the invalid input last.
+var severity = map[backend.Code]int{
+	backend.CodeInternal:    7,
+	backend.CodeUnavailable: 6,
+	backend.CodeFenced:      5,
+	backend.CodeForbidden:   4,
+	backend.CodeConflict:    3,
+	backend.CodeNotFound:    2,
+	backend.CodeInvalid:     1,
+}
+
+// worseError returns the worse of two errors by severity (a when equal,
+// so the first of equals is kept); either may be nil.
+func worseError(a, b error) error {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case severity[backend.CodeOf(b)] > severity[backend.CodeOf(a)]:
+		return b
+	}
+	return a
+}
+
 // ExitCode maps an error to the process exit code: the one place where
 // the contract's mapping lives.
 func ExitCode(err error) int {

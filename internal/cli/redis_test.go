@@ -75,3 +75,42 @@ func TestRedisStore(t *testing.T) {
 	e.store = "redis://127.0.0.1:" + strconv.Itoa(port) + "/0"
 	e.run("--timeout", "300ms", "sessions").wantExit(t, ExitUnavailable)
 }
+
+// Issue 14 (2): a batch spanning sessions where one session fails (its
+// first transcript's id is another session's) prints every line's result,
+// the committed ones as admitted, and exits with the worst line's code; on
+// Redis, where each session is its own script, as on bbolt.
+func TestAdmitBatchOneSessionFails(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, st := range []string{"bbolt", "redis"} {
+		t.Run(st, func(t *testing.T) {
+			e := newEnv(t)
+			if st == "redis" {
+				e.store = srv.FreshURL()
+			}
+			e.ok("session", "open", "s1")
+			e.ok("session", "compress", "s1", "--child", "taken")
+			r := e.runWith(strings.Join([]string{
+				`{"session":"new-1","text":"one","request_id":"r1"}`,
+				`{"session":"taken","text":"two"}`,
+				`{"session":"s1","text":"three"}`,
+				`{"session":"s1","text":""}`,
+			}, "\n")+"\n", false, "-o", "jsonl", "admit", "--batch", "-")
+			if r.code != ExitConflict {
+				t.Fatalf("exit %d, want 4 (conflict is worse than invalid)\n%s", r.code, r.err)
+			}
+			lines := decodeLines[admitOut](t, r)
+			if len(lines) != 4 {
+				t.Fatalf("%d result lines, want 4:\n%s", len(lines), r.out)
+			}
+			if lines[0].Result != "admitted" || lines[2].Result != "admitted" ||
+				lines[1].Error != "conflict" || lines[3].Error != "invalid" {
+				t.Errorf("results: %+v", lines)
+			}
+			q := decode[[]admissionOut](t, e.ok("-o", "json", "queue", "new-1"))
+			if len(q) != 1 {
+				t.Errorf("new-1 holds %d admissions, want 1", len(q))
+			}
+		})
+	}
+}

@@ -3,9 +3,9 @@
 // call RunScenarios with a constructor of a fresh, empty store.
 //
 // Turns run a real handler process (HandlerBinary) that echoes its turn
-// input; nothing is mocked. A fault-injecting wrapper around the real store
-// is used only to make one read fail the way a locked or unreachable store
-// does.
+// input; nothing is mocked. The Service sees the real store through a
+// backendtest.FaultStore, transparent until a scenario arms it to make a
+// call fail or stall the way a locked, paused or unreachable store does.
 package admissiontest
 
 import (
@@ -21,6 +21,7 @@ import (
 
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/backend/backendtest"
 )
 
 // owner is the principal every scenario admits as.
@@ -35,8 +36,9 @@ const waitLimit = 60 * time.Second
 type harness struct {
 	t      *testing.T
 	ctx    context.Context
-	store  backend.Store
-	svc    *admission.Service
+	store  backend.Store // the real store, for looking at the truth
+	faults *backendtest.FaultStore
+	svc    *admission.Service // over faults
 	bin    string
 	record string
 }
@@ -46,9 +48,10 @@ func newHarness(t *testing.T, newStore func(t *testing.T) backend.Store) *harnes
 	st := newStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
+	fs := backendtest.NewFaultStore(st)
 	return &harness{
-		t: t, ctx: ctx, store: st,
-		svc:    &admission.Service{Store: st},
+		t: t, ctx: ctx, store: st, faults: fs,
+		svc:    &admission.Service{Store: fs},
 		bin:    HandlerBinary(t),
 		record: filepath.Join(t.TempDir(), "invocations.jsonl"),
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/backend/backendtest"
 )
 
 // RunScenarios runs the contract's scenarios through an admission.Service
@@ -1128,39 +1129,19 @@ func lineageAndResolveTarget(t *testing.T, h *harness) {
 	}
 }
 
-// faultStore is the real store with one read made to fail: GetTranscript
-// (the target lookup) returns err for the next n calls.
-type faultStore struct {
-	backend.Store
-	ch chan error // queued failures, consumed one per call
-}
-
-func (f *faultStore) fail(n int, err error) {
-	for i := 0; i < n; i++ {
-		f.ch <- err
-	}
-}
-
-func (f *faultStore) GetTranscript(ctx context.Context, id string) (backend.Transcript, error) {
-	select {
-	case err := <-f.ch:
-		return backend.Transcript{}, err
-	default:
-		return f.Store.GetTranscript(ctx, id)
-	}
-}
-
 var errInjected = errors.New("injected fault: not a store condition")
 
 // Issue 4 (5): a transient target read defers (stays queued, Deferred > 0,
 // then delivered); any other error surfaces with the admission queued.
 func transientTargetRead(t *testing.T, newStore func(t *testing.T) backend.Store, p producer) {
 	h := newHarness(t, newStore)
-	fs := &faultStore{Store: h.store, ch: make(chan error, 16)}
-	svc := &admission.Service{Store: fs}
+	fail := func(n int, err error) {
+		h.faults.Inject(backendtest.Fault{Method: "GetTranscript", Times: n, Err: err})
+	}
+	svc := h.svc
 	h.openSession("s1")
 	r := h.offer("s1", p.name, []string{p.id(p.name + "_deferred")}, p.text(p.name+"_deferred"), "")
-	fs.fail(2, fmt.Errorf("read transcript s1: database is locked: %w", backend.ErrUnavailable))
+	fail(2, fmt.Errorf("read transcript s1: database is locked: %w", backend.ErrUnavailable))
 	rep, err := svc.Drain(h.ctx, "s1", h.opts())
 	if err != nil {
 		t.Fatalf("drain: %v", err)
@@ -1172,7 +1153,7 @@ func transientTargetRead(t *testing.T, newStore func(t *testing.T) backend.Store
 	h.wantStrings("notes", h.notes("s1"), []string{p.text(p.name + "_deferred")})
 
 	r2 := h.offer("s1", p.name, []string{p.id(p.name + "_bug")}, p.text(p.name+"_bug"), "")
-	fs.fail(1, errInjected)
+	fail(1, errInjected)
 	_, err = svc.Drain(h.ctx, "s1", h.opts())
 	if !errors.Is(err, errInjected) || errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("drain with an unexpected error: %v, want the injected error surfaced", err)
@@ -1187,7 +1168,7 @@ func transientTargetRead(t *testing.T, newStore func(t *testing.T) backend.Store
 	// A target the store says is not found (the session's current
 	// transcript is gone: a store that contradicts itself) is a bug too:
 	// exit 1, not the not-found of an unknown session.
-	fs.fail(1, backend.Errorf(backend.ErrNotFound, "transcript s1"))
+	fail(1, backend.Errorf(backend.ErrNotFound, "transcript s1"))
 	_, err = svc.Drain(h.ctx, "s1", h.opts())
 	if code := backend.CodeOf(err); code != backend.CodeInternal || !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("drain with the current transcript not found: %v (code %s), want code internal wrapping the not-found", err, code)

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ var admitTests = []suiteTest{
 	{name: "Admit/PayloadDiffers", fn: testAdmitPayloadDiffers},
 	{name: "Admit/PinnedTarget", fn: testAdmitPinnedTarget},
 	{name: "Admit/Batch", fn: testAdmitBatch},
+	{name: "Admit/BatchOneSessionFails", fn: testAdmitBatchOneSessionFails},
 	{name: "Admit/SeqIncreasing", fn: testAdmitSeq},
 	{name: "GetAdmission/NotFound", fn: testGetAdmissionNotFound},
 	{name: "ListAdmissions/Filters", fn: testListAdmissions},
@@ -414,5 +416,44 @@ func testFindIdentity(t *testing.T, s backend.Store) {
 	wantErr(t, "unknown identity", err, backend.ErrNotFound)
 	if _, err := s.FindIdentity(ctxOf(t), "", "shared"); err != nil {
 		t.Errorf("find shared in any session: %v", err)
+	}
+}
+
+// A call spanning sessions where one session's requests fail (its first
+// transcript's id is another session's) reports that failure on those
+// requests alone: the other sessions' requests, before and after it, are
+// committed and reported so, and the call itself does not fail (a call
+// error would mean nothing was admitted).
+func testAdmitBatchOneSessionFails(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	if _, err := s.Compress(ctxOf(t), "s1", "taken", at(time.Second)); err != nil {
+		t.Fatalf("compress: %v", err)
+	}
+	req := func(session, text string) backend.AdmitRequest {
+		return backend.AdmitRequest{Session: session, Kind: backend.KindHuman, Principal: Owner,
+			Payload: Payload(text), CreateSession: true, Now: at(2 * time.Second)}
+	}
+	res, err := s.Admit(ctxOf(t), []backend.AdmitRequest{
+		req("new-1", "one"), req("taken", "two"), req("s1", "three"), req("new-1", "four"),
+	})
+	noErr(t, "admit spanning sessions", err)
+	if len(res) != 4 {
+		t.Fatalf("%d results for 4 requests", len(res))
+	}
+	wantErr(t, "admit creating a session whose first transcript id is taken", res[1].Err, backend.ErrConflict)
+	for _, i := range []int{0, 2, 3} {
+		noErr(t, fmt.Sprintf("request %d", i), res[i].Err)
+		if res[i].Result != backend.ResultAdmitted {
+			t.Errorf("request %d: result %q, want admitted", i, res[i].Result)
+		}
+	}
+	if n := len(listAdmissions(t, s, "new-1", backend.AdmissionFilter{})); n != 2 {
+		t.Errorf("new-1: %d admissions, want 2", n)
+	}
+	if n := len(listAdmissions(t, s, "s1", backend.AdmissionFilter{})); n != 1 {
+		t.Errorf("s1: %d admissions, want 1", n)
+	}
+	if _, err := s.GetSession(ctxOf(t), "taken"); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("session taken: %v, want not found (never created)", err)
 	}
 }

@@ -45,8 +45,9 @@ type suiteTest struct {
 }
 
 // RunConformanceTests runs every conformance test, each in a parallel
-// subtest on its own fresh store from newStore. newStore registers any
-// cleanup (closing the store, removing files) with t.Cleanup.
+// subtest on its own fresh store from newStore, seen through a FaultStore
+// (transparent until a test arms a fault). newStore registers any cleanup
+// (closing the store, removing files) with t.Cleanup.
 func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store) {
 	t.Helper()
 	var all []suiteTest
@@ -59,14 +60,16 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, exportTests...)
 	all = append(all, concurrencyTests...)
 	all = append(all, edgeTests...)
+	all = append(all, faultTests...)
+	wrapped := func(t *testing.T) backend.Store { return NewFaultStore(newStore(t)) }
 	for _, tc := range all {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			if tc.fresh != nil {
-				tc.fresh(t, newStore)
+				tc.fresh(t, wrapped)
 				return
 			}
-			tc.fn(t, newStore(t))
+			tc.fn(t, wrapped(t))
 		})
 	}
 }

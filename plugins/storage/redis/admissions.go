@@ -19,8 +19,11 @@ import (
 // session, identity → sessions, the session index, the first transcript's
 // id) are written first: if a script then refuses, they are orphans that
 // every lookup verifies. Requests to several sessions are several scripts
-// (on a Cluster, several slots): when one fails with the store unavailable,
-// the sessions before it in the call are committed.
+// (on a Cluster, several slots), each tried: a session that fails (the
+// store unavailable, its first transcript's id taken) gives its own
+// requests that error, and the other sessions' results stand, committed.
+// Only when the first session tried fails as unavailable and no other
+// commits is the failure the call's (nothing admitted).
 func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backend.AdmitResult, error) {
 	out := make([]backend.AdmitResult, len(reqs))
 	var order []string
@@ -36,7 +39,9 @@ func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backe
 		}
 		bySession[req.Session] = append(bySession[req.Session], i)
 	}
-	for _, sid := range order {
+	var firstErr error
+	committed := false
+	for n, sid := range order {
 		idx := bySession[sid]
 		group := make([]backend.AdmitRequest, len(idx))
 		for j, i := range idx {
@@ -44,11 +49,21 @@ func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backe
 		}
 		res, err := s.admitSession(ctx, sid, group)
 		if err != nil {
-			return nil, err
+			if n == 0 {
+				firstErr = err
+			}
+			for _, i := range idx {
+				out[i] = backend.AdmitResult{Err: err}
+			}
+			continue
 		}
+		committed = true
 		for j, i := range idx {
 			out[i] = res[j]
 		}
+	}
+	if firstErr != nil && !committed && backend.CodeOf(firstErr) == backend.CodeUnavailable {
+		return nil, firstErr
 	}
 	return out, nil
 }

@@ -23,6 +23,13 @@ func TestAdmissionScenarios(t *testing.T) {
 	admissiontest.RunScenarios(t, func(t *testing.T) backend.Store { return mustOpen(t, srv.FreshURL()) })
 }
 
+// The scenarios on a 3-master Cluster: every script of a session on its
+// slot, the global lookups on others.
+func TestAdmissionScenariosCluster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	admissiontest.RunScenarios(t, func(t *testing.T) backend.Store { return mustOpen(t, c.FreshURL()) })
+}
+
 func TestParseURL(t *testing.T) {
 	good := []struct {
 		url     string
