@@ -84,8 +84,9 @@ func (s *Store) checkAdmit(req *backend.AdmitRequest) error {
 func (s *Store) writeLookups(ctx context.Context, op, sid string, adms []backend.AdmitRequest) (map[string]string, error) {
 	pipe := s.client.Pipeline()
 	claims := make([]*goredis.BoolCmd, len(adms))
+	value := sid + " " + nsOf(time.Now())
 	for i, a := range adms {
-		claims[i] = pipe.SetNX(ctx, s.k.admissionOwner(a.ID), sid, 0)
+		claims[i] = pipe.SetNX(ctx, s.k.admissionOwner(a.ID), value, 0)
 		for _, id := range a.Identities {
 			pipe.SAdd(ctx, s.k.identityOwners(id), sid)
 		}
@@ -98,29 +99,56 @@ func (s *Store) writeLookups(ctx context.Context, op, sid string, adms []backend
 		if claims[i].Val() {
 			continue
 		}
-		owner, err := s.client.Get(ctx, s.k.admissionOwner(a.ID)).Result()
-		if err != nil && err != goredis.Nil {
-			return nil, s.wrap(op, err)
-		}
-		if owner == sid {
-			continue
-		}
-		held, err := s.client.HExists(ctx, s.k.admissions(owner), a.ID).Result()
+		holder, err := s.takeAdmissionID(ctx, op, sid, a.ID, value)
 		if err != nil {
-			return nil, s.wrap(op, err)
+			return nil, err
 		}
-		if held {
+		if holder != "" {
 			if taken == nil {
 				taken = map[string]string{}
 			}
-			taken[a.ID] = owner
-			continue
-		}
-		if err := s.client.Set(ctx, s.k.admissionOwner(a.ID), sid, 0).Err(); err != nil {
-			return nil, s.wrap(op, err)
+			taken[a.ID] = holder
 		}
 	}
 	return taken, nil
+}
+
+// takeAdmissionID makes session sid the owner of admission id's lookup
+// (value: "<sid> <claimed at, ns>") when its present owner is an orphan: a
+// session holding no such admission whose claim is older than orphanAge
+// (a younger one may belong to a script still on its way). The take-over
+// is a compare-and-set, so two sessions taking one orphan over at once
+// cannot both win. It returns the session that holds the id, "" when sid
+// may use it.
+func (s *Store) takeAdmissionID(ctx context.Context, op, sid, id, value string) (string, error) {
+	key := s.k.admissionOwner(id)
+	for attempt := 0; attempt < maxSwaps; attempt++ {
+		raw, err := s.client.Get(ctx, key).Result()
+		if err != nil && err != goredis.Nil {
+			return "", s.wrap(op, err)
+		}
+		owner, claimedAt := parseClaim(raw)
+		if owner == sid {
+			return "", nil
+		}
+		if owner != "" {
+			held, err := s.client.HExists(ctx, s.k.admissions(owner), id).Result()
+			if err != nil {
+				return "", s.wrap(op, err)
+			}
+			if held || time.Since(claimedAt) < orphanAge {
+				return owner, nil
+			}
+		}
+		swapped, err := s.swapLookup(ctx, op, key, raw, value)
+		if err != nil {
+			return "", err
+		}
+		if swapped {
+			return "", nil
+		}
+	}
+	return "", backend.Errorf(backend.ErrConflict, "redis: %s: admission id %s is being taken by other sessions", op, id)
 }
 
 // admitSession commits requests to one session in one script.
@@ -348,10 +376,11 @@ func (s *Store) admissionSession(ctx context.Context, id string) (string, error)
 	var session string
 	err := s.readRetry(ctx, "get admission "+id, func() error {
 		var err error
-		session, err = s.client.Get(ctx, s.k.admissionOwner(id)).Result()
+		raw, err := s.client.Get(ctx, s.k.admissionOwner(id)).Result()
 		if err == goredis.Nil {
 			return backend.Errorf(backend.ErrNotFound, "redis: admission %s", id)
 		}
+		session, _ = parseClaim(raw) // "<session> <claimed at>", or a bare session
 		return err
 	})
 	return session, err

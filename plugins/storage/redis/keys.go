@@ -66,7 +66,8 @@ func (k keys) changes() string { return k.prefix + ":changes" }
 // sessionIndex: sorted set (score 0, lexical order) of session ids.
 func (k keys) sessionIndex() string { return k.prefix + ":sessions" }
 
-// admissionOwner: admission id → session id.
+// admissionOwner: admission id → "<session id> <claimed at, ns>" (a bare
+// session id in stores written before claims carried their time).
 func (k keys) admissionOwner(id string) string { return k.prefix + ":admission:{" + id + "}" }
 
 // transcriptOwner: transcript id → "<session> <claimed at>"; claimed with

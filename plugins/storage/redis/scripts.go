@@ -55,6 +55,7 @@ var (
 	scriptImportMessage    = loadScript("import_message")
 	scriptImportAdmission  = loadScript("import_admission")
 	scriptReleaseClaim     = loadScript("release_claim")
+	scriptSwapLookup       = loadScript("swap_lookup")
 )
 
 // noRetryCmd marks a script call as not to be re-sent by the client after a

@@ -38,39 +38,66 @@ const orphanAge = time.Minute
 // claimTranscript makes t a transcript id of session, globally: SET NX on
 // the transcript's owner key, whose value is "<session> <claimed at, unix
 // ns>". A claim of another session that holds no such transcript and is
-// older than orphanAge is an orphan and is taken over. It returns the value
-// it wrote ("" when session held the claim already), for releaseClaim.
+// older than orphanAge is an orphan and is taken over, by a compare-and-set
+// on the key (swapLookup), so of two sessions taking one orphan over at
+// once only one wins. It returns the value it wrote ("" when session held
+// the claim already), for releaseClaim.
 func (s *Store) claimTranscript(ctx context.Context, session, t string) (string, error) {
 	key := s.k.transcriptOwner(t)
 	value := session + " " + nsOf(time.Now())
-	ok, err := s.client.SetNX(ctx, key, value, 0).Result()
-	if err != nil {
-		return "", s.wrap("claim transcript "+t, err)
-	}
-	if ok {
-		return value, nil
-	}
-	raw, err := s.client.Get(ctx, key).Result()
-	if err != nil && err != goredis.Nil {
-		return "", s.wrap("claim transcript "+t, err)
-	}
-	owner, claimedAt := parseClaim(raw)
-	if owner == session {
-		return "", nil
-	}
-	if owner != "" {
-		held, err := s.client.HExists(ctx, s.k.transcripts(owner), t).Result()
+	op := "claim transcript " + t
+	for attempt := 0; attempt < maxSwaps; attempt++ {
+		ok, err := s.client.SetNX(ctx, key, value, 0).Result()
 		if err != nil {
-			return "", s.wrap("claim transcript "+t, err)
+			return "", s.wrap(op, err)
 		}
-		if held || time.Since(claimedAt) < orphanAge {
-			return "", backend.Errorf(backend.ErrConflict, "redis: transcript %s belongs to session %s", t, owner)
+		if ok {
+			return value, nil
 		}
+		raw, err := s.client.Get(ctx, key).Result()
+		if err == goredis.Nil {
+			continue // released meanwhile: claim it afresh
+		}
+		if err != nil {
+			return "", s.wrap(op, err)
+		}
+		owner, claimedAt := parseClaim(raw)
+		if owner == session {
+			return "", nil
+		}
+		if owner != "" {
+			held, err := s.client.HExists(ctx, s.k.transcripts(owner), t).Result()
+			if err != nil {
+				return "", s.wrap(op, err)
+			}
+			if held || time.Since(claimedAt) < orphanAge {
+				return "", backend.Errorf(backend.ErrConflict, "redis: transcript %s belongs to session %s", t, owner)
+			}
+		}
+		swapped, err := s.swapLookup(ctx, op, key, raw, value)
+		if err != nil {
+			return "", err
+		}
+		if swapped {
+			return value, nil
+		}
+		// Another session took the orphan over first: look again.
 	}
-	if err := s.client.Set(ctx, key, value, 0).Err(); err != nil {
-		return "", s.wrap("claim transcript "+t, err)
+	return "", backend.Errorf(backend.ErrConflict, "redis: transcript %s: its id is being claimed by other sessions", t)
+}
+
+// maxSwaps bounds the attempts to take a global lookup over while other
+// clients keep changing it.
+const maxSwaps = 5
+
+// swapLookup sets a global lookup key to value only if it still holds old
+// (swap_lookup.lua); false when another client changed it first.
+func (s *Store) swapLookup(ctx context.Context, op, key, old, value string) (bool, error) {
+	r, err := s.eval(ctx, scriptSwapLookup, []string{key}, old, value)
+	if err != nil {
+		return false, s.wrap(op, err)
 	}
-	return value, nil
+	return status(r) == "ok", nil
 }
 
 // releaseClaim drops the claim claimTranscript wrote (value) after the
