@@ -1,0 +1,196 @@
+// Package producer is the SDK for hermesq producer plugins: programs that
+// emit automation events (a process finished, a delegated sub-task
+// returned, a watched file matched) which hermesq admits to a session's
+// queue.
+//
+// A producer is a small main package that implements Producer and calls
+// Serve. Most producers keep their events in an Outbox, which already
+// implements Producer with durable claims and leases:
+//
+//	func main() {
+//		ob, err := producer.OpenOutbox(producer.StateDir(), producer.OutboxOptions{Coalesce: true})
+//		if err != nil {
+//			producer.Logger().Fatal(err)
+//		}
+//		producer.Serve(ob)
+//	}
+//
+// hermesq (the host) starts every hermesq-producer-NAME binary of its
+// plugin directory over go-plugin's gRPC transport with mutual TLS, and
+// loops: Poll → admit every offer → Settle(claim, complete) once the
+// admission is durable. A host that dies between the admit and the settle
+// leaves the claim unsettled; when its lease runs out the events are offered
+// again and resolve to the admissions already made (a duplicate is a
+// success), so no event is lost and none runs twice.
+//
+// Plugins log to stderr (Logger); stdout carries go-plugin's handshake.
+// The host prefixes each line with the plugin's name.
+package producer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+)
+
+// Producer is what a plugin implements. Both methods may be called
+// concurrently with each other (the host polls one plugin from one
+// goroutine, but a settle of an earlier poll may overlap a new poll).
+type Producer interface {
+	// Poll claims up to max ready events (parts, counted one per identity)
+	// and returns them as offers, each with its own claim token. It
+	// returns no offer, not an error, when nothing is ready.
+	Poll(ctx context.Context, max int) ([]Offer, error)
+	// Settle ends the claim of one offer with an action. reason says why
+	// (for drop and release); it may be empty.
+	Settle(ctx context.Context, claim string, action Action, reason string) error
+}
+
+// Offer is one group of events of one session, offered for admission.
+//
+// Either Parts is set (one part per event: its identity and its own text
+// or payload; the new admission is made of the parts not yet admitted), or
+// Identities with one Text or Payload for the whole group.
+type Offer struct {
+	Session    string          // the session whose queue the events go to
+	Target     string          // the transcript the work started from; "": the session's current
+	Identities []string        // without Parts: the events' identities
+	Text       string          // without Parts: the group's text
+	Payload    json.RawMessage // without Parts: a JSON object with a "text" member (instead of Text)
+	Parts      []Part          // one per event
+	Claim      string          // names this offer in Settle
+}
+
+// Part is one event of an offer: its identity and its own text or payload.
+type Part struct {
+	Identity string
+	Text     string
+	Payload  json.RawMessage
+}
+
+// IdentityList returns the offer's identities: those of its parts in
+// order, or Identities.
+func (o Offer) IdentityList() []string {
+	if len(o.Parts) == 0 {
+		return o.Identities
+	}
+	ids := make([]string, len(o.Parts))
+	for i, p := range o.Parts {
+		ids[i] = p.Identity
+	}
+	return ids
+}
+
+// Action ends a claim.
+type Action int
+
+const (
+	// Complete: the events are admitted (or were already: a duplicate);
+	// they are delivered and never offered again.
+	Complete Action = iota + 1
+	// Release: the attempt failed; the events are offered again, and
+	// dropped once they have used up their attempts.
+	Release
+	// Defer: not now (the store is unavailable); the events are offered
+	// again and the attempt is refunded.
+	Defer
+	// Drop: the events can never be admitted (invalid); they are dropped
+	// with the reason.
+	Drop
+)
+
+var actionNames = map[Action]string{Complete: "complete", Release: "release", Defer: "defer", Drop: "drop"}
+
+func (a Action) String() string {
+	if s, ok := actionNames[a]; ok {
+		return s
+	}
+	return fmt.Sprintf("action(%d)", int(a))
+}
+
+// ErrUnknownClaim is returned by Settle for a claim the producer does not
+// hold: never issued, already settled, or taken over by a later poll after
+// its lease ran out.
+var ErrUnknownClaim = errors.New("unknown or expired claim")
+
+// Handshake is the go-plugin handshake of producer plugins. ProtocolVersion
+// changes when the wire protocol does; the host refuses a plugin of another
+// version.
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  1,
+	MagicCookieKey:   "HERMESQ_PRODUCER_PLUGIN",
+	MagicCookieValue: "f4d1c1a0-producer-v1",
+}
+
+// PluginName is the name under which a plugin serves its Producer.
+const PluginName = "producer"
+
+// Environment the host gives a plugin (and nothing of its own environment
+// beyond PATH, HOME, LANG, LC_ALL, TZ and TMPDIR: no store URL, no
+// credentials).
+const (
+	EnvName     = "HERMESQ_PRODUCER_NAME"  // the plugin's name: NAME of hermesq-producer-NAME
+	EnvStateDir = "HERMESQ_PRODUCER_STATE" // the plugin's own state folder (created 0700)
+	EnvLease    = "HERMESQ_PRODUCER_LEASE" // the claim lease as a Go duration, e.g. 5m0s
+)
+
+// DefaultLease is how long a claim stays taken when nobody settles it.
+const DefaultLease = 5 * time.Minute
+
+// StateDir is the plugin's state folder as the host gives it
+// ($HERMESQ_PRODUCER_STATE). Run outside a host it is "", and OpenOutbox
+// refuses it.
+func StateDir() string { return os.Getenv(EnvStateDir) }
+
+// LeaseFromEnv is the claim lease the host configured ($HERMESQ_PRODUCER_LEASE),
+// or DefaultLease.
+func LeaseFromEnv() (time.Duration, error) {
+	s := os.Getenv(EnvLease)
+	if s == "" {
+		return DefaultLease, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("producer: %s=%q: want a positive duration such as 5m", EnvLease, s)
+	}
+	return d, nil
+}
+
+// stderr is the plugin's own stderr, kept before go-plugin redirects
+// os.Stderr into its stdio stream.
+var stderr io.Writer = os.Stderr
+
+// Logger returns a logger to the plugin's stderr, which the host forwards
+// to its own stderr prefixed with the plugin's name.
+func Logger() *log.Logger { return log.New(stderr, "", 0) }
+
+// Serve serves p as a producer plugin over gRPC and returns when the host
+// ends the plugin. It must be called from main, once. Run directly (not by
+// hermesq) it prints that it is a plugin and exits 1.
+func Serve(p Producer) {
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		Plugins:         PluginSet(p),
+		GRPCServer:      plugin.DefaultGRPCServer,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Name:   "go-plugin",
+			Level:  hclog.Warn,
+			Output: stderr,
+		}),
+	})
+}
+
+// PluginSet is the go-plugin plugin map of producers. A plugin serves impl
+// under PluginName (Serve does this); the host passes nil and dispenses
+// PluginName, a Producer whose calls go to the plugin over gRPC.
+func PluginSet(impl Producer) plugin.PluginSet {
+	return plugin.PluginSet{PluginName: &grpcPlugin{impl: impl}}
+}
