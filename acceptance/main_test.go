@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildAll builds cmd/hermesq and examples/handler into one temp dir, once.
+// buildAll builds cmd/hermesq, examples/handler, the producer plugins and
+// the misbehaving test plugin into one temp dir, once.
 func buildAll() (string, error) {
 	binDir.once.Do(func() {
 		dir, err := os.MkdirTemp("", "hermesq-acceptance-bin-")
@@ -45,6 +46,9 @@ func buildAll() (string, error) {
 		for _, b := range []struct{ pkg, name string }{
 			{"./cmd/hermesq", "hermesq"},
 			{"./examples/handler", "handler"},
+			{"./plugins/producers/delegation", "hermesq-producer-delegation"},
+			{"./plugins/producers/process", "hermesq-producer-process"},
+			{"./acceptance/testdata/badproducer", "badproducer"},
 		} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), b.pkg)
 			cmd.Dir = ".." // the module root

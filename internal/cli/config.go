@@ -74,6 +74,7 @@ func newViper() *viper.Viper {
 	for _, k := range configKeys {
 		_ = v.BindEnv(k, envName(k))
 	}
+	bindProducerEnv(v)
 	v.SetDefault(keyOutput, formatText)
 	v.SetDefault(keyTimeout, defaultTimeout.String())
 	v.SetDefault(keyOnUnknown, "pause")

@@ -22,6 +22,7 @@ const (
 	ExitFenced      = 5
 	ExitAttention   = 6
 	ExitForbidden   = 7
+	ExitProducer    = 8 // producers run: a plugin failed, the others ran
 	ExitUnavailable = 75
 )
 
@@ -96,6 +97,7 @@ func ExitCode(err error) int {
 	var sig *signalError
 	var run *runError
 	var check *checkStatus
+	var prod *producersFailedError
 	sigErr := errors.As(err, &sig)
 	code := backend.CodeOf(err)
 	switch {
@@ -109,6 +111,8 @@ func ExitCode(err error) int {
 			return 128 + int(s)
 		}
 		return ExitFailure
+	case errors.As(err, &prod):
+		return ExitProducer
 	case !errors.As(err, &run):
 		// cobra's own errors: unknown command or flag, wrong arguments,
 		// a required flag missing.

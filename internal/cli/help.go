@@ -18,9 +18,12 @@ const exitCodesTable = `  0    success (a duplicate admission is a success)
   5    fenced, or the drain lease is held by another drainer
   6    needs attention (paused on an unknown admission; a turn failed; misrouted)
   7    permission denied (principal not allowed; Redis auth refused)
+  8    producers run: a producer plugin failed (crashed or hung at the
+       handshake too often, failed its pinned sha256, speaks another
+       protocol version, cannot be executed); the other plugins ran
   75   store temporarily unavailable or locked (retry later)
-  130  drain interrupted by SIGINT
-  143  drain interrupted by SIGTERM
+  130  drain or producers run interrupted by SIGINT
+  143  drain or producers run interrupted by SIGTERM
 
 With -o json the error object on stderr carries one of the codes invalid,
 not_found, conflict, fenced, attention, forbidden, unavailable or internal;

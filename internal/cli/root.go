@@ -80,6 +80,8 @@ Exit codes:
 		newExportCmd(f),
 		newImportCmd(f),
 		newAdminCmd(f),
+		newProducersCmd(f),
+		newDelegateCmd(f),
 	)
 	root.SetHelpCommand(newHelpCmd())
 	markRunErrors(root)

@@ -20,6 +20,10 @@ func TestImportDirection(t *testing.T) {
 		{pkg: "pkg/admission", forbidden: []string{
 			"github.com/spf13/", "go.etcd.io/bbolt", "github.com/redis/", mod + "internal/", mod + "plugins/"}},
 		{pkg: "plugins/storage/bbolt", forbidden: []string{mod + "plugins/storage/redis", mod + "internal/", mod + "pkg/admission", "github.com/spf13/"}},
+		{pkg: "pkg/producer/...", forbidden: []string{
+			mod + "pkg/backend", mod + "pkg/admission", mod + "plugins/storage/", mod + "internal/", "github.com/spf13/", "github.com/redis/"}},
+		{pkg: "plugins/producers/...", forbidden: []string{
+			mod + "pkg/backend", mod + "pkg/admission", mod + "plugins/storage/", mod + "internal/", "github.com/redis/"}},
 		{pkg: "plugins/storage/redis", forbidden: []string{mod + "plugins/storage/bbolt", mod + "internal/", mod + "pkg/admission", "github.com/spf13/"}},
 	}
 	for _, r := range rules {
@@ -28,7 +32,7 @@ func TestImportDirection(t *testing.T) {
 			t.Fatalf("go list %s: %v\n%s", r.pkg, err, out)
 		}
 		for _, dep := range strings.Fields(string(out)) {
-			if dep == mod+r.pkg {
+			if dep == mod+r.pkg || strings.HasPrefix(dep, mod+strings.TrimSuffix(r.pkg, "...")) {
 				continue
 			}
 			if r.stdOnly {

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/producer"
+)
+
+// Producer configuration keys (flag > HERMESQ_* environment > config file >
+// default, like every setting).
+const (
+	keyPluginDir            = "plugin_dir"             // folder of hermesq-producer-NAME binaries
+	keyProducerStateDir     = "producer_state_dir"     // plugin NAME keeps its outbox in producer_state_dir/NAME
+	keyProducerLease        = "producer_lease"         // claim lease of the plugins' outboxes
+	keyProducerStartTimeout = "producer_start_timeout" // how long a plugin may take to answer the handshake
+	keyProducerPoll         = "producer_poll"          // wait between polls of an idle plugin
+	keyProducers            = "producers"              // producers.NAME.{enabled,sha256}
+
+	defaultProducerStartTimeout = 10 * time.Second
+	defaultProducerPoll         = time.Second
+
+	// pluginPrefix names producer plugin binaries: hermesq-producer-NAME.
+	pluginPrefix = "hermesq-producer-"
+)
+
+var producerEnvKeys = []string{keyPluginDir, keyProducerStateDir, keyProducerLease, keyProducerStartTimeout, keyProducerPoll}
+
+// bindProducerEnv binds the producer settings to their HERMESQ_* variables.
+func bindProducerEnv(v *viper.Viper) {
+	for _, k := range producerEnvKeys {
+		_ = v.BindEnv(k, envName(k))
+	}
+}
+
+// producerName is what NAME in hermesq-producer-NAME may be.
+var producerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ProducerConfig is the resolved producer configuration.
+type ProducerConfig struct {
+	PluginDir    string
+	StateDir     string
+	Lease        time.Duration // 0: the plugins' default (5m)
+	StartTimeout time.Duration
+	Poll         time.Duration
+	Plugins      map[string]pluginSetting // by name, from producers.NAME
+}
+
+type pluginSetting struct {
+	Disabled bool
+	SHA256   []byte // nil: not pinned
+}
+
+// producerConfig resolves the producer settings (after Config, which reads
+// the config file).
+func (f *Factory) producerConfig() (*ProducerConfig, error) {
+	if _, err := f.Config(); err != nil {
+		return nil, err
+	}
+	v := f.v
+	pc := &ProducerConfig{Plugins: map[string]pluginSetting{}}
+	var err error
+	if pc.PluginDir, err = dirSetting(v, keyPluginDir, "XDG_DATA_HOME", filepath.Join(".local", "share"), "plugins"); err != nil {
+		return nil, err
+	}
+	if pc.StateDir, err = dirSetting(v, keyProducerStateDir, "XDG_STATE_HOME", filepath.Join(".local", "state"), "producers"); err != nil {
+		return nil, err
+	}
+	if pc.Lease, err = durationOf(v, keyProducerLease); err != nil {
+		return nil, err
+	}
+	if pc.StartTimeout, err = durationOf(v, keyProducerStartTimeout); err != nil {
+		return nil, err
+	}
+	if pc.StartTimeout == 0 {
+		pc.StartTimeout = defaultProducerStartTimeout
+	}
+	if pc.Poll, err = durationOf(v, keyProducerPoll); err != nil {
+		return nil, err
+	}
+	if pc.Poll == 0 {
+		pc.Poll = defaultProducerPoll
+	}
+	raw := v.GetStringMap(keyProducers)
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !producerName.MatchString(name) {
+			return nil, backend.Errorf(backend.ErrInvalid, "producers.%s: not a producer name (lower-case letters, digits, - and _)", name)
+		}
+		sub, ok := raw[name].(map[string]any)
+		if !ok {
+			return nil, backend.Errorf(backend.ErrInvalid, "producers.%s: want a map with enabled and sha256", name)
+		}
+		var s pluginSetting
+		for k, val := range sub {
+			switch strings.ToLower(k) {
+			case "enabled":
+				b, ok := val.(bool)
+				if !ok {
+					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.enabled: want true or false", name)
+				}
+				s.Disabled = !b
+			case "sha256":
+				str, _ := val.(string)
+				sum, err := hex.DecodeString(strings.TrimSpace(str))
+				if err != nil || len(sum) != 32 {
+					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.sha256: want 64 hex digits (sha256sum of the binary)", name)
+				}
+				s.SHA256 = sum
+			default:
+				return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.%s: unknown setting (want enabled or sha256)", name, k)
+			}
+		}
+		pc.Plugins[name] = s
+	}
+	return pc, nil
+}
+
+// dirSetting is an absolute folder from key, or $XDG/hermesq/sub with XDG
+// defaulting to ~/def.
+func dirSetting(v *viper.Viper, key, xdg, def, sub string) (string, error) {
+	if d := v.GetString(key); d != "" {
+		if !filepath.IsAbs(d) {
+			return "", backend.Errorf(backend.ErrInvalid, "%s %q: want an absolute path", key, d)
+		}
+		return filepath.Clean(d), nil
+	}
+	base := os.Getenv(xdg)
+	if base == "" || !filepath.IsAbs(base) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", backend.Errorf(backend.ErrInvalid, "%s: no home folder to default to: %v", key, err)
+		}
+		base = filepath.Join(home, def)
+	}
+	return filepath.Join(base, "hermesq", sub), nil
+}
+
+// pluginStateDir is plugin name's own state folder.
+func (pc *ProducerConfig) pluginStateDir(name string) string {
+	return filepath.Join(pc.StateDir, name)
+}
+
+// outbox opens plugin name's outbox, as the commands that add events to it
+// (delegate done, proc run) and producers ls/outbox do. A locked outbox is
+// ErrUnavailable (exit 75).
+func (f *Factory) outbox(name string) (*producer.Outbox, error) {
+	pc, err := f.producerConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	ob, err := producer.OpenOutbox(pc.pluginStateDir(name), producer.OutboxOptions{LockWait: cfg.Timeout, Lease: pc.Lease})
+	if err != nil {
+		return nil, outboxError(err)
+	}
+	return ob, nil
+}
+
+// outboxError maps an outbox failure to the contract's errors.
+func outboxError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, producer.ErrLocked):
+		return fmt.Errorf("%w: %w", err, backend.ErrUnavailable)
+	case errors.Is(err, producer.ErrInvalidEvent):
+		return fmt.Errorf("%w: %w", err, backend.ErrInvalid)
+	}
+	return err
+}
