@@ -162,6 +162,7 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	var outMu sync.Mutex
 	var outErr error
 	if p.text() {
+		opt.NoExecuted = true // each is printed as it is settled; the report is not
 		opt.Settled = func(a backend.Admission) {
 			outMu.Lock()
 			defer outMu.Unlock()

@@ -143,7 +143,7 @@ func (d *drainer) loop(ctx context.Context) error {
 		if err := d.leaseLost(); err != nil {
 			return err
 		}
-		if d.opt.Max > 0 && len(d.rep.Executed) >= d.opt.Max {
+		if d.opt.Max > 0 && d.rep.count() >= d.opt.Max {
 			return nil
 		}
 		res, idle, err := d.step(ctx)

@@ -76,9 +76,9 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 				switch {
 				case errors.Is(err, backend.ErrLeaseHeld):
 					opt.Log("drain %s: skipped: %v", id, err)
-				case ctx.Err() != nil && errors.Is(err, ctx.Err()) && len(rep.Executed) == 0:
+				case ctx.Err() != nil && errors.Is(err, ctx.Err()) && rep.count() == 0:
 					// stopped before doing anything: nothing to report
-				case opt.Follow && err == nil && len(rep.Executed) == 0 && rep.Deferred == 0:
+				case opt.Follow && err == nil && rep.count() == 0 && rep.Deferred == 0:
 					// woken by a change that left nothing to do: not worth a report
 				default:
 					reports = append(reports, rep)

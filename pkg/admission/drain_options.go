@@ -40,6 +40,10 @@ type DrainOptions struct {
 	// end), so a long drain can show its work as it goes. DrainAll calls
 	// it from several goroutines at once.
 	Settled func(backend.Admission)
+	// NoExecuted leaves DrainReport.Executed empty (the counts are kept):
+	// memory stays flat however long the drain, for a caller that sees each
+	// admission through Settled.
+	NoExecuted bool
 }
 
 // DefaultLease is the drain lease TTL when DrainOptions.Lease is zero.

@@ -79,7 +79,7 @@ func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err erro
 	case execClosed:
 		return d.closedTarget(ctx, a, target)
 	default:
-		return d.note(ctx, a, target)
+		return d.noteRun(ctx, sess, a, target)
 	}
 }
 
@@ -176,7 +176,9 @@ func (d *drainer) unknown(ctx context.Context) (stepResult, bool, error) {
 
 // settled records an admission this drainer settled.
 func (d *drainer) settled(a backend.Admission) {
-	d.rep.Executed = append(d.rep.Executed, a)
+	if !d.opt.NoExecuted {
+		d.rep.Executed = append(d.rep.Executed, a)
+	}
 	if d.opt.Settled != nil {
 		d.opt.Settled(a)
 	}
@@ -215,27 +217,6 @@ func (d *drainer) direct(ctx context.Context, req backend.SettleRequest) (stepRe
 	default:
 		return stepDone, false, fmt.Errorf("drain %s: settle admission %s: %w", d.session, req.AdmissionID, err)
 	}
-}
-
-// note appends the payload text to the target as one note message and
-// settles the admission completed, in the same store operation: a crash
-// can leave neither a note without its settlement (a second note on replay)
-// nor a settlement without its note (a lost result). A note never reopens a
-// closed transcript.
-func (d *drainer) note(ctx context.Context, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
-	ids := append([]string{}, a.Identities...)
-	return d.direct(ctx, backend.SettleRequest{
-		AdmissionID: a.ID,
-		Outcome:     backend.OutcomeCompleted,
-		Mode:        backend.ModeNote,
-		DeliveredTo: target.ID,
-		Messages: []backend.NewMessage{{
-			Transcript: target.ID,
-			Role:       backend.RoleNote,
-			Content:    a.Text(),
-			Metadata:   map[string]any{"admission_id": a.ID, "producer": a.Producer, "identities": ids},
-		}},
-	})
 }
 
 // misrouted settles an admission whose pinned transcript is no longer in

@@ -30,13 +30,37 @@ func (s *Service) ResolveTarget(ctx context.Context, sess backend.Session, a bac
 // resolve is ResolveTarget returning the target transcript as read, for the
 // open check and the turn's counters.
 func (s *Service) resolve(ctx context.Context, sess backend.Session, a backend.Admission) (backend.Transcript, bool, error) {
+	return s.resolveVia(ctx, s.Store.GetTranscript, sess, a)
+}
+
+// getTranscript reads one transcript: Store.GetTranscript, or a cache of it.
+type getTranscript func(ctx context.Context, id string) (backend.Transcript, error)
+
+// cachedTranscripts returns a reader of transcripts that reads each from the
+// store once: for resolving a run of admissions against one snapshot.
+func (s *Service) cachedTranscripts() getTranscript {
+	seen := map[string]backend.Transcript{}
+	return func(ctx context.Context, id string) (backend.Transcript, error) {
+		if t, ok := seen[id]; ok {
+			return t, nil
+		}
+		t, err := s.Store.GetTranscript(ctx, id)
+		if err == nil {
+			seen[id] = t
+		}
+		return t, err
+	}
+}
+
+// resolveVia is resolve reading transcripts with get.
+func (s *Service) resolveVia(ctx context.Context, get getTranscript, sess backend.Session, a backend.Admission) (backend.Transcript, bool, error) {
 	current := sess.CurrentTranscript
 	pinned := a.PinnedTarget
 	if a.Kind == backend.KindHuman || pinned == "" {
 		pinned = current
 	}
 	if pinned == current {
-		t, err := s.Store.GetTranscript(ctx, current)
+		t, err := get(ctx, current)
 		if err != nil {
 			return backend.Transcript{}, false, fmt.Errorf("read current transcript %s of session %s: %w", current, sess.ID, err)
 		}
@@ -45,7 +69,7 @@ func (s *Service) resolve(ctx context.Context, sess backend.Session, a backend.A
 	if a.Kind == backend.KindHuman {
 		return backend.Transcript{}, false, nil // unreachable: pinned == current
 	}
-	t, err := s.Store.GetTranscript(ctx, pinned)
+	t, err := get(ctx, pinned)
 	if errors.Is(err, backend.ErrNotFound) {
 		return backend.Transcript{}, true, nil
 	}
@@ -56,7 +80,7 @@ func (s *Service) resolve(ctx context.Context, sess backend.Session, a backend.A
 		// P was never compressed and is not current: another lineage.
 		return backend.Transcript{}, true, nil
 	}
-	down, err := s.walk(ctx, t, toChild, map[string]bool{t.ID: true})
+	down, err := s.walkVia(ctx, get, t, toChild, map[string]bool{t.ID: true})
 	if err != nil {
 		return backend.Transcript{}, false, err
 	}
@@ -110,13 +134,18 @@ var (
 // included) and grows: a link back to one of them, or a chain longer than
 // maxLineage, is a corrupt store (ErrInternal), reported instead of looping.
 func (s *Service) walk(ctx context.Context, t backend.Transcript, l link, seen map[string]bool) ([]backend.Transcript, error) {
+	return s.walkVia(ctx, s.Store.GetTranscript, t, l, seen)
+}
+
+// walkVia is walk reading transcripts with get.
+func (s *Service) walkVia(ctx context.Context, get getTranscript, t backend.Transcript, l link, seen map[string]bool) ([]backend.Transcript, error) {
 	var out []backend.Transcript
 	for next := l.next(t); next != ""; next = l.next(t) {
 		if len(seen) > maxLineage || seen[next] {
 			return nil, fmt.Errorf("lineage of %s: chain loops at %s: %w", t.ID, next, backend.ErrInternal)
 		}
 		seen[next] = true
-		n, err := s.Store.GetTranscript(ctx, next)
+		n, err := get(ctx, next)
 		if err != nil {
 			return nil, fmt.Errorf("read %s %s of %s: %w", l.name, next, t.ID, err)
 		}

@@ -60,6 +60,9 @@ var (
 	// ErrNotHead: a claim named an admission that is not (or no longer) the
 	// head of its session's FIFO.
 	ErrNotHead = fmt.Errorf("admission is not the queue head: %w", ErrConflict)
+	// ErrWatched: a settle made with nobody watching (SettleRequest.Unwatched)
+	// found a live viewer on the session: the admission is due as a turn.
+	ErrWatched = fmt.Errorf("a viewer is watching the session: %w", ErrConflict)
 )
 
 type codeError struct {

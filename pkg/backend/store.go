@@ -133,6 +133,19 @@ type Store interface {
 	// request (CheckSettleRequest).
 	Settle(ctx context.Context, req SettleRequest) (Admission, error)
 
+	// SettleRun settles a run of admissions at the session's FIFO head in
+	// one atomic step (one bbolt transaction, one Redis script): each
+	// request, in order, exactly as Settle with Direct would settle it at
+	// that point (the first must be the queued head, the next the head once
+	// the first is settled, and so on; fenced by the epoch; Unwatched
+	// honoured per request). Every request must have Direct set and name the
+	// same session (ErrInvalid otherwise, nothing written). It stops at the
+	// first request that fails: settled holds the admissions settled before
+	// it, in order, and err is its error (later requests are not tried; the
+	// failed one and those after it stay queued, untouched). How a drainer
+	// writes a run of notes with one commit instead of one per note.
+	SettleRun(ctx context.Context, reqs []SettleRequest) (settled []Admission, err error)
+
 	// Requeue puts a running admission back to queued without spending
 	// anything (a deferral: its target could not be read, no handler is
 	// configured). Fenced like Settle.
@@ -317,6 +330,13 @@ type SettleRequest struct {
 	Epoch       uint64
 	Generation  uint64 // ignored with Direct
 	Direct      bool   // settle the queued head without a prior Claim
+	// Unwatched, with Direct: when the session has a live viewer (by the
+	// store's clock, as Session.Viewers counts them) and the transcript
+	// named by DeliveredTo is open, ErrWatched and nothing is written. A
+	// note to an open transcript is decided with nobody watching; this
+	// fences that decision, so a viewer who attached before the admission
+	// ran gets a turn.
+	Unwatched   bool
 	Outcome     Outcome
 	Mode        Mode   // with Direct, or to override the claim's mode
 	DeliveredTo string // with Direct, or to override the claim's target

@@ -101,6 +101,9 @@ func CheckSettleRequest(r SettleRequest) error {
 	default:
 		return fmt.Errorf("outcome %q is not one of completed, failed, interrupted, cancelled: %w", r.Outcome, ErrInvalid)
 	}
+	if r.Unwatched && !r.Direct {
+		return fmt.Errorf("unwatched without direct: %w", ErrInvalid)
+	}
 	for i, m := range r.Messages {
 		if err := ValidateID("message transcript", m.Transcript); err != nil {
 			return err

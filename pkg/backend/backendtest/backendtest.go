@@ -56,6 +56,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, partsTests...)
 	all = append(all, leaseTests...)
 	all = append(all, settleTests...)
+	all = append(all, settleRunTests...)
 	all = append(all, lineageTests...)
 	all = append(all, exportTests...)
 	all = append(all, concurrencyTests...)

@@ -252,68 +252,135 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 	}
 	now := nowOr(req.Now)
 	var out backend.Admission
-	err := s.update(ctx, func(t *txn) error {
-		var (
-			sb  *bolt.Bucket
-			rec *sessionRec
-			a   *admRec
-			err error
-		)
-		if req.Direct {
-			if sb, rec, err = t.session(req.Session); err != nil {
-				return err
-			}
-			if a, err = t.checkHead("settle", sb, rec, req.AdmissionID, req.Epoch); err != nil {
-				return err
-			}
-		} else if sb, rec, a, err = t.checkRunning("settle", req); err != nil {
-			return err
+	err := s.update(ctx, func(t *txn) (err error) {
+		out, err = t.settle(req, now)
+		return err
+	})
+	return out, err
+}
+
+// SettleRun settles a run of queued heads, in order, in one transaction; it
+// stops at the first request that fails with a result of the contract and
+// commits the ones before it.
+func (s *Store) SettleRun(ctx context.Context, reqs []backend.SettleRequest) ([]backend.Admission, error) {
+	for _, req := range reqs {
+		if err := checkRunRequest(req, reqs[0].Session); err != nil {
+			return nil, fmt.Errorf("bbolt: settle run: %w", err)
 		}
-		// Load every target transcript before writing anything.
-		trs := map[string]*backend.Transcript{}
-		for _, m := range req.Messages {
-			if trs[m.Transcript] != nil {
-				continue
-			}
-			tr, err := t.transcript(m.Transcript)
-			if err == nil && tr.Session != req.Session {
-				// Only the session's own transcripts take its messages.
-				err = backend.Errorf(backend.ErrNotFound, "transcript %s of session %s", m.Transcript, req.Session)
+	}
+	var (
+		out     []backend.Admission
+		stopped error
+	)
+	err := s.update(ctx, func(t *txn) error {
+		out, stopped = make([]backend.Admission, 0, len(reqs)), nil
+		for _, req := range reqs {
+			a, err := t.settle(req, nowOr(req.Now))
+			if err != nil && !isDomain(err) {
+				out = nil
+				return err // rolls the run back
 			}
 			if err != nil {
-				return fmt.Errorf("bbolt: settle %s: %w", req.AdmissionID, err)
+				stopped = err
+				return nil
 			}
-			trs[m.Transcript] = tr
+			out = append(out, a)
 		}
-		if req.Direct {
-			rec.Generation++
-			a.Epoch, a.Generation, a.StartedAt = rec.Epoch, rec.Generation, now
-		}
-		if err := t.setStatus(sb, rec, a, backend.StatusDone); err != nil {
-			return err
-		}
-		a.Outcome, a.SettledAt, a.Error = string(req.Outcome), now, req.Error
-		if req.Mode != "" {
-			a.Mode = string(req.Mode)
-		}
-		if req.DeliveredTo != "" {
-			a.DeliveredTo = req.DeliveredTo
-		}
-		for _, m := range req.Messages {
-			tr := trs[m.Transcript]
-			if _, err := t.appendMessage(tr, backend.Message{
-				Role: m.Role, Content: m.Content, AdmissionID: a.ID, CreatedAt: now, Metadata: m.Metadata,
-			}); err != nil {
-				return err
-			}
-		}
-		for _, tr := range trs {
-			if err := t.putTranscript(tr); err != nil {
-				return err
-			}
-		}
-		return t.saveAdmission(sb, rec, a, &out)
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, stopped
+}
+
+// checkRunRequest checks one request of a SettleRun: well formed, direct,
+// of the run's session.
+func checkRunRequest(req backend.SettleRequest, session string) error {
+	if err := backend.CheckSettleRequest(req); err != nil {
+		return fmt.Errorf("admission %s: %w", req.AdmissionID, err)
+	}
+	if !req.Direct {
+		return backend.Errorf(backend.ErrInvalid, "admission %s: a run settles queued heads only (direct)", req.AdmissionID)
+	}
+	if req.Session != session {
+		return backend.Errorf(backend.ErrInvalid, "admission %s: session %s in a run of session %s", req.AdmissionID, req.Session, session)
+	}
+	return nil
+}
+
+// settle is one Settle inside a write transaction: every check before any
+// write, so a refusal writes nothing.
+func (t *txn) settle(req backend.SettleRequest, now time.Time) (backend.Admission, error) {
+	var (
+		sb  *bolt.Bucket
+		rec *sessionRec
+		a   *admRec
+		err error
+		out backend.Admission
+	)
+	if req.Direct {
+		if sb, rec, err = t.session(req.Session); err != nil {
+			return out, err
+		}
+		if a, err = t.checkHead("settle", sb, rec, req.AdmissionID, req.Epoch); err != nil {
+			return out, err
+		}
+		if req.Unwatched {
+			if n := t.liveViewers(sb, time.Now()); n > 0 {
+				if tr, err := t.transcript(req.DeliveredTo); err == nil && tr.EndedAt.IsZero() {
+					return out, fmt.Errorf("bbolt: settle %s: session %s has %d live viewer(s) and transcript %s is open: %w",
+						req.AdmissionID, req.Session, n, req.DeliveredTo, backend.ErrWatched)
+				}
+			}
+		}
+	} else if sb, rec, a, err = t.checkRunning("settle", req); err != nil {
+		return out, err
+	}
+	// Load every target transcript before writing anything.
+	trs := map[string]*backend.Transcript{}
+	for _, m := range req.Messages {
+		if trs[m.Transcript] != nil {
+			continue
+		}
+		tr, err := t.transcript(m.Transcript)
+		if err == nil && tr.Session != req.Session {
+			// Only the session's own transcripts take its messages.
+			err = backend.Errorf(backend.ErrNotFound, "transcript %s of session %s", m.Transcript, req.Session)
+		}
+		if err != nil {
+			return out, fmt.Errorf("bbolt: settle %s: %w", req.AdmissionID, err)
+		}
+		trs[m.Transcript] = tr
+	}
+	if req.Direct {
+		rec.Generation++
+		a.Epoch, a.Generation, a.StartedAt = rec.Epoch, rec.Generation, now
+	}
+	if err := t.setStatus(sb, rec, a, backend.StatusDone); err != nil {
+		return out, err
+	}
+	a.Outcome, a.SettledAt, a.Error = string(req.Outcome), now, req.Error
+	if req.Mode != "" {
+		a.Mode = string(req.Mode)
+	}
+	if req.DeliveredTo != "" {
+		a.DeliveredTo = req.DeliveredTo
+	}
+	for _, m := range req.Messages {
+		tr := trs[m.Transcript]
+		if _, err := t.appendMessage(tr, backend.Message{
+			Role: m.Role, Content: m.Content, AdmissionID: a.ID, CreatedAt: now, Metadata: m.Metadata,
+		}); err != nil {
+			return out, err
+		}
+	}
+	for _, tr := range trs {
+		if err := t.putTranscript(tr); err != nil {
+			return out, err
+		}
+	}
+	err = t.saveAdmission(sb, rec, a, &out)
 	return out, err
 }
 

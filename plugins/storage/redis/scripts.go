@@ -39,6 +39,7 @@ var (
 	scriptAdmit            = loadScript("admit")
 	scriptClaim            = loadScript("claim")
 	scriptSettle           = loadScript("settle")
+	scriptSettleRun        = loadScript("settle_run")
 	scriptRequeue          = loadScript("requeue")
 	scriptResolve          = loadScript("resolve")
 	scriptCancel           = loadScript("cancel")

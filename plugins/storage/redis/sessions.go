@@ -314,6 +314,8 @@ func (s *Store) scriptErr(r []any, op, what string) error {
 		return backend.Errorf(backend.ErrBusy, "redis: %s %s", op, what)
 	case "not_head":
 		return backend.Errorf(backend.ErrNotHead, "redis: %s %s", op, what)
+	case "watched":
+		return backend.Errorf(backend.ErrWatched, "redis: %s %s", op, what)
 	case "fenced":
 		return backend.Errorf(backend.ErrFenced, "redis: %s %s", op, what)
 	case "held":

@@ -1,0 +1,84 @@
+-- settle_run.lua: settle a run of queued FIFO heads in order, each as
+-- settle.lua with direct would (claimed and settled at once, its messages
+-- appended), stopping at the first that fails; that one and those after it
+-- are left untouched.
+-- KEYS[1] session hash   KEYS[2] admissions hash   KEYS[3] queued zset
+-- KEYS[4] running set    KEYS[5] unknown set       KEYS[6] transcripts hash
+-- KEYS[7] payloads hash  KEYS[8] identity_lists hash   KEYS[9] viewers zset
+-- KEYS[10..] the messages lists of the transcripts written
+-- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] wall-clock now (unix ms)
+-- ARGV[4] number of requests, then per request: admission id, epoch,
+--   outcome, mode, delivered_to, error, now (ns), unwatched '1'|'0',
+--   number of messages, then per message: index of its list in KEYS,
+--   transcript, role, message JSON
+-- Returns {status, detail, record, payload, identity list, record, …}: status
+-- 'ok' when every request was settled, else the first failure's code
+-- ('not_found', 'no_transcript', 'fenced', 'busy', 'not_head', 'watched'),
+-- followed by the settled admissions.
+local s = hgetall(KEYS[1])
+if not s then return {'not_found', ''} end
+local out = {'ok', ''}
+local trs = {}
+local settled = 0
+local i = 5
+local gen = tonumber(s.generation)
+local epoch_now = tonumber(s.epoch)
+for _ = 1, tonumber(ARGV[4]) do
+  local id, epoch = ARGV[i], tonumber(ARGV[i + 1])
+  local outcome, mode, delivered, err, now = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  local unwatched, nmsg = ARGV[i + 7] == '1', tonumber(ARGV[i + 8])
+  local m0 = i + 9
+  i = m0 + 4 * nmsg
+  local rec = getrec(KEYS[2], id)
+  if not rec then out[1], out[2] = 'not_found', id break end
+  if epoch_now ~= epoch then out[1], out[2] = 'fenced', id break end
+  if busy(KEYS[4], KEYS[5]) then out[1], out[2] = 'busy', id break end
+  local head = redis.call('ZRANGE', KEYS[3], 0, 0)
+  if head[1] ~= id then out[1], out[2] = 'not_head', id break end
+  if unwatched and redis.call('ZCOUNT', KEYS[9], '(' .. ARGV[3], '+inf') > 0 then
+    local tr = getrec(KEYS[6], delivered)
+    if tr and tr.ended_at == '' then
+      out[1], out[2] = 'watched', id
+      break
+    end
+  end
+  local missing = nil
+  for j = m0, i - 1, 4 do
+    local t = ARGV[j + 1]
+    if not trs[t] then
+      trs[t] = getrec(KEYS[6], t)
+      if not trs[t] then missing = t break end
+    end
+  end
+  if missing then out[1], out[2] = 'no_transcript', missing break end
+
+  gen = gen + 1
+  redis.call('ZREM', KEYS[3], id)
+  rec.epoch = epoch
+  rec.generation = gen
+  rec.started_at = now
+  rec.status = 'done'
+  rec.outcome = outcome
+  if mode ~= '' then rec.mode = mode end
+  if delivered ~= '' then rec.delivered_to = delivered end
+  if err ~= '' then rec.error = err end
+  rec.settled_at = now
+  putrec(KEYS[2], id, rec)
+  for j = m0, i - 1, 4 do
+    local t, role = ARGV[j + 1], ARGV[j + 2]
+    redis.call('RPUSH', KEYS[tonumber(ARGV[j])], ARGV[j + 3])
+    trs[t].message_count = trs[t].message_count + 1
+    if role == 'note' then trs[t].note_count = trs[t].note_count + 1 end
+  end
+  local r = admreply(rec, KEYS[7], KEYS[8])
+  table.insert(out, r[2])
+  table.insert(out, r[3])
+  table.insert(out, r[4])
+  settled = settled + 1
+end
+if settled > 0 then
+  redis.call('HSET', KEYS[1], 'generation', gen)
+  for t, tr in pairs(trs) do putrec(KEYS[6], t, tr) end
+  publish(ARGV[1], ARGV[2])
+end
+return out
