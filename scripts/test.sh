@@ -43,4 +43,4 @@ echo "== bench -quick (checks that every figure runs; speed is not judged here)"
 # "Performance" section has the full run and its figures.
 bench_json=$(mktemp)
 trap 'rm -f "$soak_log" "$bench_json"' EXIT
-(cd bench && go vet . && go run . -quick -json "$bench_json")
+(cd bench && GOFLAGS=-mod=mod go vet . && GOFLAGS=-mod=mod go run . -quick -json "$bench_json")

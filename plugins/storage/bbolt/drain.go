@@ -261,12 +261,16 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 
 // SettleRun settles a run of queued heads, in order, in one transaction; it
 // stops at the first request that fails with a result of the contract and
-// commits the ones before it.
+// commits the ones before it. The session record and the transcripts are
+// read once and written once for the whole run.
 func (s *Store) SettleRun(ctx context.Context, reqs []backend.SettleRequest) ([]backend.Admission, error) {
 	for _, req := range reqs {
 		if err := checkRunRequest(req, reqs[0].Session); err != nil {
 			return nil, fmt.Errorf("bbolt: settle run: %w", err)
 		}
+	}
+	if len(reqs) == 0 {
+		return []backend.Admission{}, nil
 	}
 	var (
 		out     []backend.Admission
@@ -274,19 +278,30 @@ func (s *Store) SettleRun(ctx context.Context, reqs []backend.SettleRequest) ([]
 	)
 	err := s.update(ctx, func(t *txn) error {
 		out, stopped = make([]backend.Admission, 0, len(reqs)), nil
+		st, err := t.settleState(reqs[0].Session)
+		if err != nil {
+			if isDomain(err) {
+				stopped = err
+				return nil
+			}
+			return err
+		}
 		for _, req := range reqs {
-			a, err := t.settle(req, nowOr(req.Now))
+			a, err := t.settleWith(st, nil, req, nowOr(req.Now))
 			if err != nil && !isDomain(err) {
 				out = nil
 				return err // rolls the run back
 			}
 			if err != nil {
 				stopped = err
-				return nil
+				break
 			}
 			out = append(out, a)
 		}
-		return nil
+		if len(out) == 0 {
+			return nil
+		}
+		return st.save(t)
 	})
 	if err != nil {
 		return nil, err
@@ -309,20 +324,66 @@ func checkRunRequest(req backend.SettleRequest, session string) error {
 	return nil
 }
 
+// settleSession is what settles change besides their admissions: the
+// session record and the transcripts written to, loaded once and saved
+// once by a run.
+type settleSession struct {
+	sb  *bolt.Bucket
+	rec *sessionRec
+	trs map[string]*backend.Transcript
+}
+
+func (t *txn) settleState(session string) (*settleSession, error) {
+	sb, rec, err := t.session(session)
+	if err != nil {
+		return nil, err
+	}
+	return &settleSession{sb: sb, rec: rec, trs: map[string]*backend.Transcript{}}, nil
+}
+
+func (st *settleSession) save(t *txn) error {
+	for _, tr := range st.trs {
+		if err := t.putTranscript(tr); err != nil {
+			return err
+		}
+	}
+	return t.putSession(st.sb, st.rec)
+}
+
 // settle is one Settle inside a write transaction: every check before any
 // write, so a refusal writes nothing.
 func (t *txn) settle(req backend.SettleRequest, now time.Time) (backend.Admission, error) {
 	var (
-		sb  *bolt.Bucket
-		rec *sessionRec
+		st  *settleSession
 		a   *admRec
 		err error
-		out backend.Admission
 	)
 	if req.Direct {
-		if sb, rec, err = t.session(req.Session); err != nil {
-			return out, err
-		}
+		st, err = t.settleState(req.Session)
+	} else {
+		st = &settleSession{trs: map[string]*backend.Transcript{}}
+		st.sb, st.rec, a, err = t.checkRunning("settle", req)
+	}
+	if err != nil {
+		return backend.Admission{}, err
+	}
+	out, err := t.settleWith(st, a, req, now)
+	if err != nil {
+		return out, err
+	}
+	return out, st.save(t)
+}
+
+// settleWith settles one admission (a, already checked running, or with
+// req.Direct the queued head, checked here) and writes it; st is changed
+// and saved by the caller.
+func (t *txn) settleWith(st *settleSession, a *admRec, req backend.SettleRequest, now time.Time) (backend.Admission, error) {
+	var (
+		out backend.Admission
+		err error
+	)
+	sb, rec := st.sb, st.rec
+	if req.Direct {
 		if a, err = t.checkHead("settle", sb, rec, req.AdmissionID, req.Epoch); err != nil {
 			return out, err
 		}
@@ -334,13 +395,10 @@ func (t *txn) settle(req backend.SettleRequest, now time.Time) (backend.Admissio
 				}
 			}
 		}
-	} else if sb, rec, a, err = t.checkRunning("settle", req); err != nil {
-		return out, err
 	}
 	// Load every target transcript before writing anything.
-	trs := map[string]*backend.Transcript{}
 	for _, m := range req.Messages {
-		if trs[m.Transcript] != nil {
+		if st.trs[m.Transcript] != nil {
 			continue
 		}
 		tr, err := t.transcript(m.Transcript)
@@ -351,7 +409,7 @@ func (t *txn) settle(req backend.SettleRequest, now time.Time) (backend.Admissio
 		if err != nil {
 			return out, fmt.Errorf("bbolt: settle %s: %w", req.AdmissionID, err)
 		}
-		trs[m.Transcript] = tr
+		st.trs[m.Transcript] = tr
 	}
 	if req.Direct {
 		rec.Generation++
@@ -368,20 +426,16 @@ func (t *txn) settle(req backend.SettleRequest, now time.Time) (backend.Admissio
 		a.DeliveredTo = req.DeliveredTo
 	}
 	for _, m := range req.Messages {
-		tr := trs[m.Transcript]
-		if _, err := t.appendMessage(tr, backend.Message{
+		if _, err := t.appendMessage(st.trs[m.Transcript], backend.Message{
 			Role: m.Role, Content: m.Content, AdmissionID: a.ID, CreatedAt: now, Metadata: m.Metadata,
 		}); err != nil {
 			return out, err
 		}
 	}
-	for _, tr := range trs {
-		if err := t.putTranscript(tr); err != nil {
-			return out, err
-		}
+	if err := t.putAdmission(sb, a); err != nil {
+		return out, err
 	}
-	err = t.saveAdmission(sb, rec, a, &out)
-	return out, err
+	return a.admission(), nil
 }
 
 // Requeue gives a running admission back to the queue at its seq.
