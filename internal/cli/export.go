@@ -200,13 +200,13 @@ func parseRecord(line []byte) (backend.Record, error) {
 		return rec, errors.New("more than one JSON value on the line")
 	}
 	set := 0
-	for _, present := range []bool{rec.Session != nil, rec.Transcript != nil, rec.Message != nil, rec.Admission != nil} {
+	for _, present := range []bool{rec.Session != nil, rec.Transcript != nil, rec.Message != nil, rec.Admission != nil, rec.Tombstone != nil} {
 		if present {
 			set++
 		}
 	}
 	if set != 1 {
-		return rec, fmt.Errorf("want exactly one of session, transcript, message, admission; got %d", set)
+		return rec, fmt.Errorf("want exactly one of session, transcript, message, admission, tombstone; got %d", set)
 	}
 	return rec, nil
 }

@@ -76,6 +76,7 @@ Exit codes:
 		newReplayCmd(f),
 		newStatsCmd(f),
 		newCheckCmd(f),
+		newCompactCmd(f),
 		newVersionCmd(f),
 		newExportCmd(f),
 		newImportCmd(f),

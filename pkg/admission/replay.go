@@ -108,6 +108,9 @@ func (s *Service) Replay(ctx context.Context, req ReplayRequest, progress func(n
 	now := s.now()
 	for i, o := range origs {
 		out[i].Original = o
+		if o.Compacted {
+			return nil, fmt.Errorf("replay %s: it was compacted: its payload is gone: %w", o.ID, backend.ErrConflict)
+		}
 		if o.Status != backend.StatusDone {
 			return nil, fmt.Errorf("replay %s: it is %s, not done (only a settled admission can be replayed): %w", o.ID, o.Status, backend.ErrConflict)
 		}

@@ -68,7 +68,10 @@ func (a Admission) MarshalJSON() ([]byte, error) {
 		ids = []string{}
 	}
 	payload := a.Payload
-	if len(payload) == 0 {
+	switch {
+	case a.Compacted:
+		payload = json.RawMessage("null") // a tombstone: the payload was compacted away
+	case len(payload) == 0:
 		payload = json.RawMessage("{}")
 	}
 	return json.Marshal(admissionJSON{

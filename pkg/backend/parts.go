@@ -102,7 +102,14 @@ func PartOf(payload json.RawMessage, identities []string, identity string) (json
 // identity committed in the admission holding it (payload and identities of
 // that admission): payload_differs judged per member. A member of a group
 // committed without parts differs unless the group's payload is the part.
+//
+// A tombstone (Compacted) keeps only its payload's digest: a part is
+// judged against it as the whole payload, which is exact when the
+// admission was made of that one part or of an offer without parts.
 func PartDiffers(offered json.RawMessage, held Admission, identity string) bool {
+	if held.Compacted {
+		return PayloadDigest(offered) != held.PayloadSHA1
+	}
 	committed, ok := PartOf(held.Payload, held.Identities, identity)
 	if !ok {
 		return !bytes.Equal(held.Payload, offered)

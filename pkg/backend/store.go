@@ -2,7 +2,10 @@ package backend
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -213,8 +216,86 @@ type Store interface {
 	// keeps the records before a conflicting one.)
 	Import(ctx context.Context, recs []Record) error
 
+	// Compact turns the session's done admissions settled before
+	// req.Before into tombstones, at most req.Limit of them (0: all), in
+	// seq order, in one atomic step. A tombstone keeps every field of the
+	// admission except its payload, whose SHA-1 digest (PayloadDigest) it
+	// keeps instead, and it keeps holding the admission's identities,
+	// request id and id: a later Admit that names any of them resolves to
+	// the tombstone as a duplicate (payload comparisons use the digest),
+	// exactly as it would have resolved to the admission. GetAdmission and
+	// FindIdentity return a tombstone with Compacted set and no Payload;
+	// ListAdmissions leaves tombstones out; Export writes them as
+	// Record.Tombstone and Import takes them back. Queued, running and
+	// unknown admissions, transcripts and messages are never compacted.
+	// Compacting a tombstone again is a no-op. ErrNotFound for an unknown
+	// session.
+	Compact(ctx context.Context, req CompactRequest) (CompactResult, error)
+
+	// Size reports the store's size in bytes: the bbolt file, or Redis's
+	// used_memory summed over its masters (everything the servers hold).
+	Size(ctx context.Context) (int64, error)
+
+	// Reclaim gives the space that Compact freed back to the system and
+	// reports the store's size in bytes before and after: bbolt writes a
+	// compacted copy of the file beside it, syncs it and renames it over
+	// the original while holding the store's lock (a crash at any point
+	// leaves either the old file or the new one, both complete); Redis
+	// asks the allocator to release freed memory and reports used_memory.
+	// It changes no record.
+	Reclaim(ctx context.Context) (ReclaimResult, error)
+
 	// Close releases the store's resources.
 	Close() error
+}
+
+// CompactRequest selects the admissions Store.Compact turns into tombstones.
+type CompactRequest struct {
+	Session string
+	Before  time.Time // settled strictly before this time
+	Limit   int       // at most this many (0: no limit)
+}
+
+// CompactResult lists the admissions that became tombstones, in seq order.
+type CompactResult struct {
+	Compacted []string
+}
+
+// ReclaimResult is the store's size before and after Store.Reclaim, in
+// bytes (bbolt: the file; Redis: used_memory).
+type ReclaimResult struct {
+	Before, After int64
+}
+
+// Tombstone is a compacted admission as exported: the admission without
+// its payload (Compacted set), and the digest of that payload.
+type Tombstone struct {
+	Admission     Admission `json:"admission"`
+	PayloadDigest string    `json:"payload_sha1"`
+}
+
+// TombstoneAdmission checks an exported tombstone and returns the
+// admission a store imports for it: done, Compacted, no payload, the
+// digest in PayloadSHA1. ErrInvalid for a tombstone that is not done or
+// whose digest is not 40 lower-case hex digits.
+func TombstoneAdmission(t *Tombstone) (Admission, error) {
+	a := t.Admission
+	if a.Status != StatusDone {
+		return a, Errorf(ErrInvalid, "tombstone %s: status %q, want done", a.ID, a.Status)
+	}
+	if len(t.PayloadDigest) != 40 || strings.Trim(t.PayloadDigest, "0123456789abcdef") != "" {
+		return a, Errorf(ErrInvalid, "tombstone %s: payload_sha1 %q is not 40 hex digits", a.ID, t.PayloadDigest)
+	}
+	a.Payload, a.Compacted, a.PayloadSHA1 = nil, true, t.PayloadDigest
+	return a, nil
+}
+
+// PayloadDigest is the digest a tombstone keeps of a payload: SHA-1 in
+// lower-case hex (what Redis scripts compute with redis.sha1hex). It only
+// tells a re-offered payload from the committed one; it protects nothing.
+func PayloadDigest(payload []byte) string {
+	h := sha1.Sum(payload)
+	return hex.EncodeToString(h[:])
 }
 
 // Default lease lengths, for a LeaseRequest.TTL or a viewer ttl of 0.
@@ -351,6 +432,7 @@ type Record struct {
 	Transcript *Transcript    `json:"transcript,omitempty"`
 	Message    *Message       `json:"message,omitempty"`
 	Admission  *Admission     `json:"admission,omitempty"`
+	Tombstone  *Tombstone     `json:"tombstone,omitempty"`
 }
 
 // SessionRecord is a session as exported: every durable field, no derived

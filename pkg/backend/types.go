@@ -90,6 +90,11 @@ type Admission struct {
 	SettledAt    time.Time       //
 	ReplayOf     string          // admission this one replays
 	Error        string          // failure detail ("misrouted", stderr tail…)
+	// Compacted marks a tombstone (Store.Compact): the admission's payload
+	// is gone, PayloadSHA1 is its digest (PayloadDigest); everything else,
+	// identities included, is kept.
+	Compacted   bool
+	PayloadSHA1 string
 }
 
 // Text returns the payload's "text" member, or "".

@@ -63,6 +63,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, edgeTests...)
 	all = append(all, faultTests...)
 	wrapped := func(t *testing.T) backend.Store { return NewFaultStore(newStore(t)) }
+	all = append(all, compactTests...)
 	for _, tc := range all {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

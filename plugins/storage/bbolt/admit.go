@@ -68,7 +68,7 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 		if err != nil {
 			return res, err
 		}
-		if old.Session != r.Session || old.Kind != string(r.Kind) || old.Principal != r.Principal || old.Payload != string(r.Payload) {
+		if old.Session != r.Session || old.Kind != string(r.Kind) || old.Principal != r.Principal || !old.samePayload(r.Payload) {
 			return fail(backend.ErrConflict, "admission id %s is taken by another request", r.ID)
 		}
 		res.Result, res.Admission, res.Duplicates = backend.ResultDuplicate, old.admission(), []string{old.ID}
@@ -112,7 +112,7 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 				if err != nil {
 					return res, err
 				}
-				if old.Payload != string(r.Payload) {
+				if !old.samePayload(r.Payload) {
 					return fail(backend.ErrConflict, "request id %q was used with another payload by admission %s", r.RequestID, old.ID)
 				}
 				res.Result, res.Admission, res.Duplicates = backend.ResultDuplicate, old.admission(), []string{old.ID}
@@ -180,7 +180,7 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 		if !seen[old.ID] {
 			seen[old.ID] = true
 			res.Duplicates = append(res.Duplicates, old.ID)
-			if len(r.Parts) == 0 && old.Payload != string(r.Payload) {
+			if len(r.Parts) == 0 && !old.samePayload(r.Payload) {
 				res.PayloadDiffers = true
 			}
 		}

@@ -58,7 +58,7 @@ func (s *Store) ListAdmissions(ctx context.Context, session string, f backend.Ad
 			if err != nil {
 				return err
 			}
-			if match(a) {
+			if a.PayloadSHA1 == "" && match(a) { // tombstones are not listed
 				out = append(out, a.admission())
 			}
 		}

@@ -51,6 +51,10 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 					return err
 				}
 				adm := a.admission()
+				if adm.Compacted {
+					recs = append(recs, backend.Record{Tombstone: &backend.Tombstone{Admission: adm, PayloadDigest: adm.PayloadSHA1}})
+					return nil
+				}
 				recs = append(recs, backend.Record{Admission: &adm})
 				return nil
 			}); err != nil {
@@ -88,6 +92,11 @@ func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
 				err = t.importMessage(r.Message)
 			case r.Admission != nil:
 				err = t.importAdmission(r.Admission)
+			case r.Tombstone != nil:
+				var adm backend.Admission
+				if adm, err = backend.TombstoneAdmission(r.Tombstone); err == nil {
+					err = t.importAdmission(&adm)
+				}
 			default:
 				err = backend.Errorf(backend.ErrInvalid, "empty record")
 			}

@@ -59,6 +59,18 @@ type admRec struct {
 	SettledAt    time.Time `json:"settled_at"`
 	ReplayOf     string    `json:"replay_of,omitempty"`
 	Error        string    `json:"error,omitempty"`
+	// PayloadSHA1 is set on a tombstone (Compact): the digest of the
+	// payload it no longer holds.
+	PayloadSHA1 string `json:"payload_sha1,omitempty"`
+}
+
+// samePayload reports whether p is the payload committed with the
+// admission: byte-equal, or for a tombstone of equal digest.
+func (r *admRec) samePayload(p []byte) bool {
+	if r.PayloadSHA1 != "" {
+		return backend.PayloadDigest(p) == r.PayloadSHA1
+	}
+	return r.Payload == string(p)
 }
 
 func toAdmRec(a backend.Admission) admRec {
@@ -68,7 +80,7 @@ func toAdmRec(a backend.Admission) admRec {
 		PinnedTarget: a.PinnedTarget, DeliveredTo: a.DeliveredTo, Status: string(a.Status),
 		Outcome: string(a.Outcome), Mode: string(a.Mode), Epoch: a.Epoch, Generation: a.Generation,
 		AdmittedAt: utc(a.AdmittedAt), StartedAt: utc(a.StartedAt), SettledAt: utc(a.SettledAt),
-		ReplayOf: a.ReplayOf, Error: a.Error,
+		ReplayOf: a.ReplayOf, Error: a.Error, PayloadSHA1: a.PayloadSHA1,
 	}
 }
 
@@ -83,6 +95,9 @@ func (r admRec) admission() backend.Admission {
 	}
 	if len(r.Identities) > 0 {
 		a.Identities = append([]string(nil), r.Identities...)
+	}
+	if r.PayloadSHA1 != "" {
+		a.Payload, a.Compacted, a.PayloadSHA1 = nil, true, r.PayloadSHA1
 	}
 	return a
 }

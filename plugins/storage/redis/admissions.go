@@ -389,8 +389,15 @@ func (s *Store) admissionSession(ctx context.Context, id string) (string, error)
 
 const pageSize = 512
 
-// ListAdmissions returns a session's admissions in seq order, filtered.
+// ListAdmissions returns a session's admissions in seq order, filtered;
+// tombstones are left out.
 func (s *Store) ListAdmissions(ctx context.Context, session string, f backend.AdmissionFilter) ([]backend.Admission, error) {
+	return s.listAdmissions(ctx, session, f, false)
+}
+
+// listAdmissions is ListAdmissions, with tombstones when tombstones is set
+// (Export).
+func (s *Store) listAdmissions(ctx context.Context, session string, f backend.AdmissionFilter, tombstones bool) ([]backend.Admission, error) {
 	var exists int64
 	err := s.readRetry(ctx, "list admissions of "+session, func() error {
 		var err error
@@ -442,6 +449,9 @@ func (s *Store) ListAdmissions(ctx context.Context, session string, f backend.Ad
 			return nil, err
 		}
 		for _, a := range as {
+			if a.Compacted && !tombstones {
+				continue
+			}
 			if len(statuses) > 0 && !statuses[a.Status] {
 				continue
 			}

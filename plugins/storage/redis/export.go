@@ -66,12 +66,16 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 				after = msgs[len(msgs)-1].Seq
 			}
 		}
-		as, err := s.ListAdmissions(ctx, sess.ID, backend.AdmissionFilter{})
+		as, err := s.listAdmissions(ctx, sess.ID, backend.AdmissionFilter{}, true)
 		if err != nil {
 			return err
 		}
 		for i := range as {
-			if err := fn(backend.Record{Admission: &as[i]}); err != nil {
+			rec := backend.Record{Admission: &as[i]}
+			if as[i].Compacted {
+				rec = backend.Record{Tombstone: &backend.Tombstone{Admission: as[i], PayloadDigest: as[i].PayloadSHA1}}
+			}
+			if err := fn(rec); err != nil {
 				return err
 			}
 		}
@@ -99,6 +103,11 @@ func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
 			err = s.importMessage(ctx, r.Message)
 		case r.Admission != nil:
 			err = s.importAdmission(ctx, r.Admission)
+		case r.Tombstone != nil:
+			var a backend.Admission
+			if a, err = backend.TombstoneAdmission(r.Tombstone); err == nil {
+				err = s.importAdmission(ctx, &a)
+			}
 		default:
 			err = backend.Errorf(backend.ErrInvalid, "redis: import: empty record")
 		}
@@ -154,6 +163,9 @@ func (s *Store) checkImportOrder(ctx context.Context, recs []backend.Record) err
 		case r.Admission != nil:
 			parent = "session " + r.Admission.Session
 			ok, err = haveSession(r.Admission.Session)
+		case r.Tombstone != nil:
+			parent = "session " + r.Tombstone.Admission.Session
+			ok, err = haveSession(r.Tombstone.Admission.Session)
 		default:
 			return backend.Errorf(backend.ErrInvalid, "redis: import record %d: empty record", i+1)
 		}
@@ -264,7 +276,7 @@ func (s *Store) importAdmission(ctx context.Context, a *backend.Admission) error
 		return errInternalf("import admission %s: %v", a.ID, err)
 	}
 	sid := a.Session
-	args := []any{s.k.changes(), sid, a.ID, string(rec), string(a.Payload), strings.Join(a.Identities, "\x00")}
+	args := []any{s.k.changes(), sid, a.ID, string(rec), storedPayload(a), strings.Join(a.Identities, "\x00")}
 	for _, id := range a.Identities {
 		args = append(args, id)
 	}

@@ -80,7 +80,10 @@ func decodeAdmission(rec, payload, idents string) (backend.Admission, error) {
 		AdmittedAt: timeOf(r.AdmittedAt), StartedAt: timeOf(r.StartedAt), SettledAt: timeOf(r.SettledAt),
 		ReplayOf: r.ReplayOf, Error: r.Error,
 	}
-	if payload != "" {
+	switch {
+	case strings.HasPrefix(payload, tombstoneMarker):
+		a.Compacted, a.PayloadSHA1 = true, payload[len(tombstoneMarker):]
+	case payload != "":
 		a.Payload = json.RawMessage(payload)
 	}
 	if idents != "" {

@@ -57,6 +57,7 @@ var (
 	scriptImportAdmission  = loadScript("import_admission")
 	scriptReleaseClaim     = loadScript("release_claim")
 	scriptSwapLookup       = loadScript("swap_lookup")
+	scriptCompact          = loadScript("compact")
 )
 
 // noRetryCmd marks a script call as not to be re-sent by the client after a

@@ -56,7 +56,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
   -- a taken id is refused.
   if redis.call('HEXISTS', KEYS[4], id) == 1 then
     local old = getrec(KEYS[4], id)
-    if old.kind ~= kind or old.principal ~= principal or redis.call('HGET', KEYS[5], id) ~= payload then
+    if old.kind ~= kind or old.principal ~= principal or not same_payload(redis.call('HGET', KEYS[5], id), payload) then
       return {'id_taken', id}
     end
     return reply('duplicate', id, false, {id}, string.rep('d', #idents))
@@ -91,7 +91,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     if request_id ~= '' then
       local existing = redis.call('HGET', KEYS[10], rkey)
       if existing then
-        if redis.call('HGET', KEYS[5], existing) ~= payload then return {'conflict', existing} end
+        if not same_payload(redis.call('HGET', KEYS[5], existing), payload) then return {'conflict', existing} end
         return reply('duplicate', existing, false, {existing}, '')
       end
     end
@@ -113,7 +113,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
         if not seen[holder] then
           seen[holder] = true
           dups[#dups + 1] = holder
-          if not parts and redis.call('HGET', KEYS[5], holder) ~= payload then differs = true end
+          if not parts and not same_payload(redis.call('HGET', KEYS[5], holder), payload) then differs = true end
         end
         first_dup = first_dup or holder
       elseif seen['\0' .. ident] then

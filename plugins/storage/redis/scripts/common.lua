@@ -42,3 +42,16 @@ local function admreply(rec, payloads_key, identity_lists_key)
     redis.call('HGET', identity_lists_key, rec.id) or ''}
 end
 
+
+-- A tombstone (compact.lua) keeps, in the payloads hash, the marker
+-- "\0sha1:" and the SHA-1 of the payload it dropped (records.go,
+-- tombstoneMarker). same_payload compares an offered payload with what an
+-- admission committed: byte for byte, or by digest for a tombstone.
+local tombstone_marker = '\0sha1:'
+
+local function same_payload(stored, offered)
+  if stored and string.sub(stored, 1, #tombstone_marker) == tombstone_marker then
+    return string.sub(stored, #tombstone_marker + 1) == redis.sha1hex(offered)
+  end
+  return stored == offered
+end
