@@ -1,0 +1,76 @@
+//go:build unix
+
+// Command hermesq-producer-watch is hermesq's watch producer: it follows
+// the files its configuration names and offers a watch_match event for each
+// line that matches a watch's pattern, and one watch_disabled event when a
+// watch stops (its file is gone, it matched more often than its rate allows,
+// or it is disabled in the configuration).
+//
+// Its configuration is hermesq's config key producers.watch, which the host
+// hands it as JSON:
+//
+//	producers:
+//	  watch:
+//	    watches:
+//	      - name: build-log          # [A-Za-z0-9._:@/+-], unique
+//	        path: /var/log/build.log # absolute
+//	        pattern: 'ERROR|FAILED'  # Go regular expression
+//	        session: s1
+//	        target: ""               # pinned transcript; "": the session's current
+//	        rate: 20/1m              # more matches in a minute stop the watch
+//	        from_start: false        # a file first seen is read from its end
+//	        disabled: false
+//
+// Identities are ["watch_match",NAME,"INODE-GEN:OFFSET"] (where the line
+// starts in the file, GEN counting truncations and replacements) and
+// ["watch_disabled",NAME,"REASON@INODE-GEN:OFFSET"]; texts are
+// "[watch] NAME: LINE" and "[watch] NAME disabled: REASON (…)". The files
+// are read when the host polls, from where the last read stopped, which is
+// kept in the plugin's state folder.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/hermesq/hermesq/pkg/producer"
+)
+
+// watchProducer reads the files at every poll, then offers what the outbox
+// holds, so a poll always sees every line written before it.
+type watchProducer struct {
+	*producer.Outbox
+	w *Watcher
+}
+
+func (p watchProducer) Poll(ctx context.Context, max int) ([]producer.Offer, error) {
+	if err := p.w.Scan(ctx); err != nil {
+		producer.Logger().Print(err)
+	}
+	return p.Outbox.Poll(ctx, max)
+}
+
+func main() {
+	log := producer.Logger()
+	raw := os.Getenv(envConfig)
+	if raw == "" {
+		raw = "{}"
+	}
+	watches, err := parseConfig([]byte(raw))
+	if err != nil {
+		log.Fatal(err)
+	}
+	dir := producer.StateDir()
+	ob, err := producer.OpenOutbox(dir, producer.OutboxOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w, err := NewWatcher(watches, ob, dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	producer.Serve(watchProducer{Outbox: ob, w: w})
+}
+
+// envConfig carries the plugin's configuration, as JSON, from the host.
+const envConfig = "HERMESQ_PRODUCER_CONFIG"
