@@ -48,6 +48,7 @@ func buildAll() (string, error) {
 			{"./examples/handler", "handler"},
 			{"./plugins/producers/delegation", "hermesq-producer-delegation"},
 			{"./plugins/producers/process", "hermesq-producer-process"},
+			{"./plugins/producers/watch", "hermesq-producer-watch"},
 			{"./acceptance/testdata/badproducer", "badproducer"},
 		} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), b.pkg)

@@ -33,7 +33,7 @@ func withPlugins(t *testing.T, c *cli, names ...string) *cli {
 	}
 	for _, n := range names {
 		src := filepath.Join(bin, "hermesq-producer-"+n)
-		if n != "delegation" && n != "process" {
+		if n != "delegation" && n != "process" && n != "watch" {
 			src = filepath.Join(bin, "badproducer")
 		}
 		if err := os.Symlink(src, filepath.Join(dir, "hermesq-producer-"+n)); err != nil {

@@ -127,3 +127,27 @@ func TestConfigHandlerAndDrain(t *testing.T) {
 	// one is not.
 	e.run("--config", filepath.Join(e.dir, "nope.yaml"), "sessions").wantExit(t, ExitUsage)
 }
+
+// producers.NAME.config is a plugin's own settings: a map, handed over as
+// JSON; anything else is refused naming the setting.
+func TestProducerPluginConfig(t *testing.T) {
+	e := newEnv(t)
+	conf := filepath.Join(e.dir, "config", "hermesq", "config.yaml")
+	writeFile(t, conf, "producers:\n  watch:\n    config:\n      watches:\n        - name: app\n          path: /var/log/app.log\n          rate: 2/1m\n")
+	ios, _, _, _ := Test()
+	pc, err := NewFactory(ios).producerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(pc.Plugins["watch"].Config), `{"watches":[{"name":"app","path":"/var/log/app.log","rate":"2/1m"}]}`; got != want {
+		t.Errorf("config handed to the plugin %s, want %s", got, want)
+	}
+	for _, bad := range []string{"producers:\n  watch:\n    config: [1, 2]\n", "producers:\n  watch:\n    config: on\n"} {
+		writeFile(t, conf, bad)
+		r := e.run("producers", "ls")
+		r.wantExit(t, ExitUsage)
+		if !strings.Contains(r.err, "producers.watch.config: want a map") {
+			t.Errorf("%q: stderr %q, want it to name producers.watch.config", bad, r.err)
+		}
+	}
+}

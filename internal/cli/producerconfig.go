@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -25,7 +26,7 @@ const (
 	keyProducerLease        = "producer_lease"         // claim lease of the plugins' outboxes
 	keyProducerStartTimeout = "producer_start_timeout" // how long a plugin may take to answer the handshake
 	keyProducerPoll         = "producer_poll"          // wait between polls of an idle plugin
-	keyProducers            = "producers"              // producers.NAME.{enabled,sha256}
+	keyProducers            = "producers"              // producers.NAME.{enabled,sha256,config}
 
 	defaultProducerStartTimeout = 10 * time.Second
 	defaultProducerPoll         = time.Second
@@ -58,7 +59,8 @@ type ProducerConfig struct {
 
 type pluginSetting struct {
 	Disabled bool
-	SHA256   []byte // nil: not pinned
+	SHA256   []byte          // nil: not pinned
+	Config   json.RawMessage // the plugin's own settings (producers.NAME.config) as JSON; nil: none
 }
 
 // producerConfig resolves the producer settings (after Config, which reads
@@ -103,7 +105,7 @@ func (f *Factory) producerConfig() (*ProducerConfig, error) {
 		}
 		sub, ok := raw[name].(map[string]any)
 		if !ok {
-			return nil, backend.Errorf(backend.ErrInvalid, "producers.%s: want a map with enabled and sha256", name)
+			return nil, backend.Errorf(backend.ErrInvalid, "producers.%s: want a map with enabled, sha256 and config", name)
 		}
 		var s pluginSetting
 		for k, val := range sub {
@@ -121,8 +123,17 @@ func (f *Factory) producerConfig() (*ProducerConfig, error) {
 					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.sha256: want 64 hex digits (sha256sum of the binary)", name)
 				}
 				s.SHA256 = sum
+			case "config":
+				if _, ok := val.(map[string]any); !ok {
+					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.config: want a map (the plugin's own settings)", name)
+				}
+				b, err := json.Marshal(val)
+				if err != nil {
+					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.config: %v", name, err)
+				}
+				s.Config = b
 			default:
-				return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.%s: unknown setting (want enabled or sha256)", name, k)
+				return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.%s: unknown setting (want enabled, sha256 or config)", name, k)
 			}
 		}
 		pc.Plugins[name] = s

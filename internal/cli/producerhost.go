@@ -39,8 +39,9 @@ type pluginSpec struct {
 	Name    string
 	Path    string
 	Enabled bool
-	Pin     []byte // configured SHA-256; nil: not pinned
-	Problem string // why it cannot run (not executable, configured but missing)
+	Pin     []byte          // configured SHA-256; nil: not pinned
+	Config  json.RawMessage // its own settings, handed over in $HERMESQ_PRODUCER_CONFIG
+	Problem string          // why it cannot run (not executable, configured but missing)
 }
 
 // discoverPlugins lists the hermesq-producer-NAME binaries of dir, with
@@ -65,7 +66,7 @@ func discoverPlugins(pc *ProducerConfig) ([]pluginSpec, error) {
 			continue
 		}
 		s := pc.Plugins[name]
-		spec := pluginSpec{Name: name, Path: filepath.Join(pc.PluginDir, e.Name()), Enabled: !s.Disabled, Pin: s.SHA256}
+		spec := pluginSpec{Name: name, Path: filepath.Join(pc.PluginDir, e.Name()), Enabled: !s.Disabled, Pin: s.SHA256, Config: s.Config}
 		fi, err := os.Stat(spec.Path)
 		switch {
 		case err != nil:
@@ -220,6 +221,9 @@ func (h *host) pluginEnv(spec pluginSpec) []string {
 		producer.EnvStateDir+"="+h.pc.pluginStateDir(spec.Name))
 	if h.pc.Lease > 0 {
 		env = append(env, producer.EnvLease+"="+h.pc.Lease.String())
+	}
+	if len(spec.Config) > 0 {
+		env = append(env, producer.EnvConfig+"="+string(spec.Config))
 	}
 	return env
 }

@@ -140,6 +140,10 @@ const (
 	EnvName     = "HERMESQ_PRODUCER_NAME"  // the plugin's name: NAME of hermesq-producer-NAME
 	EnvStateDir = "HERMESQ_PRODUCER_STATE" // the plugin's own state folder (created 0700)
 	EnvLease    = "HERMESQ_PRODUCER_LEASE" // the claim lease as a Go duration, e.g. 5m0s
+	// EnvConfig is the plugin's own settings, hermesq's config key
+	// producers.NAME.config, as a JSON object (unset when there are none).
+	// Keys arrive in lower case, as hermesq's config reader folds them.
+	EnvConfig = "HERMESQ_PRODUCER_CONFIG"
 )
 
 // DefaultLease is how long a claim stays taken when nobody settles it.

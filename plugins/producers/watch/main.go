@@ -6,20 +6,21 @@
 // watch stops (its file is gone, it matched more often than its rate allows,
 // or it is disabled in the configuration).
 //
-// Its configuration is hermesq's config key producers.watch, which the host
-// hands it as JSON:
+// Its configuration is hermesq's config key producers.watch.config, which
+// the host hands it as JSON:
 //
 //	producers:
 //	  watch:
-//	    watches:
-//	      - name: build-log          # [A-Za-z0-9._:@/+-], unique
-//	        path: /var/log/build.log # absolute
-//	        pattern: 'ERROR|FAILED'  # Go regular expression
-//	        session: s1
-//	        target: ""               # pinned transcript; "": the session's current
-//	        rate: 20/1m              # more matches in a minute stop the watch
-//	        from_start: false        # a file first seen is read from its end
-//	        disabled: false
+//	    config:
+//	      watches:
+//	        - name: build-log          # [A-Za-z0-9._:@/+-], unique
+//	          path: /var/log/build.log # absolute
+//	          pattern: 'ERROR|FAILED'  # Go regular expression
+//	          session: s1
+//	          target: ""               # pinned transcript; "": the session's current
+//	          rate: 20/1m              # more matches in a minute stop the watch
+//	          from_start: false        # a file first seen is read from its end
+//	          disabled: false
 //
 // Identities are ["watch_match",NAME,"INODE-GEN:OFFSET"] (where the line
 // starts in the file, GEN counting truncations and replacements) and
@@ -52,7 +53,7 @@ func (p watchProducer) Poll(ctx context.Context, max int) ([]producer.Offer, err
 
 func main() {
 	log := producer.Logger()
-	raw := os.Getenv(envConfig)
+	raw := os.Getenv(producer.EnvConfig)
 	if raw == "" {
 		raw = "{}"
 	}
@@ -71,6 +72,3 @@ func main() {
 	}
 	producer.Serve(watchProducer{Outbox: ob, w: w})
 }
-
-// envConfig carries the plugin's configuration, as JSON, from the host.
-const envConfig = "HERMESQ_PRODUCER_CONFIG"
