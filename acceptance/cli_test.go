@@ -194,6 +194,7 @@ func (c *cli) lineage(transcript string) []backend.Transcript {
 // sessionJSON is the session shape of docs/contract.md §11.
 type sessionJSON struct {
 	ID                string     `json:"id"`
+	Owner             string     `json:"owner"`
 	CurrentTranscript string     `json:"current_transcript"`
 	State             string     `json:"state"`
 	Depth             int        `json:"depth"`
