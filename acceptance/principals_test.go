@@ -154,3 +154,33 @@ func TestRedisACLPrincipals(t *testing.T) {
 		t.Errorf("grants after revoke: %s", sess.Grants)
 	}
 }
+
+// TestDoctorRedis: doctor on Redis reports the server, the principal, and
+// an orphaned lookup (a key pointing at an admission no session holds) as
+// a warning with its repair; exit 0 (warnings are not failures).
+func TestDoctorRedis(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithACL("hq-ops", "ops-pw-1"))
+	c := newCLI(t, srv.URL())
+	c.admitHuman("s1", "hello")
+	r := c.ok("doctor")
+	for _, want := range []string{"ok    server", "ok    orphaned lookups", "ok    principal          hq-ops (authenticated by the store, admin)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("doctor does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "ops-pw-1") || strings.Contains(r.stderr, "ops-pw-1") {
+		t.Errorf("doctor prints the password")
+	}
+	u, _ := url.Parse(srv.URL())
+	prefix := u.Query().Get("prefix")
+	if prefix == "" {
+		prefix = "hermesq"
+	}
+	if _, err := srv.Do("SET", prefix+":admission:{00112233445566778899aabbccddeeff}", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	r = c.ok("doctor")
+	if !strings.Contains(r.stdout, "warn  orphaned lookups") || !strings.Contains(r.stdout, "00112233445566778899aabbccddeeff") || !strings.Contains(r.stdout, "repair:") {
+		t.Errorf("doctor does not report the orphaned lookup:\n%s", r.stdout)
+	}
+}

@@ -83,6 +83,7 @@ Exit codes:
 		newAdminCmd(f),
 		newProducersCmd(f),
 		newDelegateCmd(f),
+		newDoctorCmd(f),
 	)
 	root.SetHelpCommand(newHelpCmd())
 	markRunErrors(root)

