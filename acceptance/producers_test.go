@@ -327,3 +327,64 @@ func TestProducersRunKeepsOthersRunning(t *testing.T) {
 		t.Fatalf("A: %+v, want delivered", e)
 	}
 }
+
+// TestPluginPermissions (issue 11, acceptance 4): a plugin binary writable
+// by group is not run (the plugin fails, saying how to repair), a plugin
+// folder writable by others makes producers run refuse everything (exit 7,
+// one line), and doctor reports both.
+func TestPluginPermissions(t *testing.T) {
+	c := withPlugins(t, newCLI(t, "bbolt://"+filepath.Join(t.TempDir(), "hermesq.db")))
+	bin, err := buildAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(c.dir, "plugins")
+	data, err := os.ReadFile(filepath.Join(bin, "hermesq-producer-delegation"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin := filepath.Join(dir, "hermesq-producer-delegation")
+	if err := os.WriteFile(plugin, data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("session", "open", "s1")
+	c.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "A", "--result", "RESULT_alpha")
+	before := c.export()
+
+	if err := os.Chmod(plugin, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	r := c.exit(8, "producers", "run", "--once")
+	if !strings.Contains(r.stderr, "writable by group or others") || !strings.Contains(r.stderr, "chmod go-w "+plugin) {
+		t.Errorf("a group-writable plugin binary: %v", r)
+	}
+	if got := c.export(); got != before {
+		t.Error("a refused plugin changed the store")
+	}
+	r = c.exit(1, "doctor")
+	if !strings.Contains(r.stdout, "fail  plugin binary") {
+		t.Errorf("doctor does not report the group-writable binary:\n%s", r.stdout)
+	}
+
+	if err := os.Chmod(plugin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	r = c.exit(7, "producers", "run", "--once")
+	if err := oneLineError(r.stderr, false); err != nil || !strings.Contains(r.stderr, "plugin folder "+dir+" is writable by group or others") {
+		t.Errorf("a world-writable plugin folder: %v (%v)", r, err)
+	}
+	r = c.exit(1, "doctor")
+	if !strings.Contains(r.stdout, "fail  plugin folder") {
+		t.Errorf("doctor does not report the world-writable folder:\n%s", r.stdout)
+	}
+
+	// Repaired, the plugin runs.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("producers", "run", "--once")
+	c.ok("doctor")
+}

@@ -98,8 +98,10 @@ func runDoctor(ctx context.Context, f *Factory) error {
 		add("principal", backend.FindingOK, fmt.Sprintf("%s (%s)", pc.Principal, how), "")
 	}
 	doctorStateDir(add, cfg)
-	for _, dir := range pluginDirs(cfg) {
-		doctorPluginDir(add, dir)
+	if pc, err := f.producerConfig(); err != nil {
+		add("plugins", backend.FindingFail, err.Error(), "fix the producer settings")
+	} else {
+		doctorPluginDir(add, pc.PluginDir)
 	}
 	return doctorReport(p, out)
 }
@@ -133,9 +135,6 @@ func doctorStateDir(add func(check, status, detail, repair string), cfg *Config)
 		add("state folder mode", backend.FindingOK, fmt.Sprintf("%s has mode %04o", dir, m), "")
 	}
 }
-
-// pluginDirs are the plugin folders doctor checks.
-func pluginDirs(cfg *Config) []string { return nil }
 
 // doctorPluginDir checks a plugin folder and every binary in it.
 func doctorPluginDir(add func(check, status, detail, repair string), dir string) {

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/hermesq/hermesq/internal/pluginperm"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
@@ -52,6 +53,13 @@ func discoverPlugins(pc *ProducerConfig) ([]pluginSpec, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("plugin folder %s: %w", pc.PluginDir, err)
 	}
+	// A folder writable by group or others could have a binary swapped
+	// under us: nothing in it is run.
+	if err == nil && runtime.GOOS != "windows" {
+		if err := pluginperm.CheckDir(pc.PluginDir); err != nil {
+			return nil, err
+		}
+	}
 	var out []pluginSpec
 	seen := map[string]bool{}
 	for _, e := range entries {
@@ -75,6 +83,10 @@ func discoverPlugins(pc *ProducerConfig) ([]pluginSpec, error) {
 			spec.Problem = "not a regular file"
 		case runtime.GOOS != "windows" && fi.Mode().Perm()&0o111 == 0:
 			spec.Problem = "not executable"
+		case runtime.GOOS != "windows":
+			if err := pluginperm.CheckBinary(spec.Path); err != nil {
+				spec.Problem = err.Error()
+			}
 		}
 		seen[name] = true
 		out = append(out, spec)
