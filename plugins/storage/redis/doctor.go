@@ -101,11 +101,15 @@ func (s *Store) orphan(ctx context.Context, key string, now time.Time) (bool, er
 		return strings.TrimSuffix(rest, "}"), true
 	}
 	if id, ok := inner("admission"); ok {
-		owner, err := s.client.Get(ctx, key).Result()
+		v, err := s.client.Get(ctx, key).Result()
 		if err == goredis.Nil {
 			return false, nil
 		} else if err != nil {
 			return false, err
+		}
+		owner, at := parseClaim(v)
+		if !at.IsZero() && now.Sub(at) < orphanAge {
+			return false, nil // a claim whose script may be on its way
 		}
 		held, err := s.client.HExists(ctx, s.k.admissions(owner), id).Result()
 		return !held, err
@@ -117,9 +121,9 @@ func (s *Store) orphan(ctx context.Context, key string, now time.Time) (bool, er
 		} else if err != nil {
 			return false, err
 		}
-		owner, at, _ := strings.Cut(v, " ")
-		if ns := u64(at); ns > 0 && now.Sub(time.Unix(0, int64(ns))) < time.Minute {
-			return false, nil // a claim in flight
+		owner, at := parseClaim(v)
+		if !at.IsZero() && now.Sub(at) < orphanAge {
+			return false, nil // a claim whose script may be on its way
 		}
 		held, err := s.client.HExists(ctx, s.k.transcripts(owner), t).Result()
 		return !held, err
