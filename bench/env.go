@@ -209,7 +209,7 @@ type run struct {
 // exits 0.
 func (e *env) hq(store string, stdin []byte, args ...string) (run, error) {
 	cmd := exec.Command(e.hermesq, args...)
-	cmd.Env = append(os.Environ(), "HERMESQ_STORE="+store, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"), "HERMESQ_PRINCIPAL=bench")
+	cmd.Env = append(os.Environ(), "HERMESQ_STORE="+store, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"))
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

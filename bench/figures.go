@@ -138,7 +138,7 @@ func figure3(e *env, sz sizes) ([]Result, error) {
 	if _, err := e.hq(store, nil, "session", "open", "x"); err != nil {
 		return nil, err
 	}
-	env := append(os.Environ(), "HERMESQ_STORE="+store, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"), "HERMESQ_PRINCIPAL=bench")
+	env := append(os.Environ(), "HERMESQ_STORE="+store, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"))
 	hello, err := execMedian(sz.Execs, env, nil, e.hello)
 	if err != nil {
 		return nil, err

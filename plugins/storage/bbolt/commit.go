@@ -183,11 +183,20 @@ func (q *commitQueue) tryCommit(ctx context.Context, batch []*writeOp, touched *
 	}()
 	err = db.Update(func(tx *bolt.Tx) error {
 		t := &txn{tx: tx, write: true}
-		for _, op := range batch {
-			op.err = wrapBolt(s.path, op.fn(t))
-			if op.err != nil && (op.atomic || !isDomain(op.err)) {
-				return errRetryAlone
+		// Each session record is read once and written once for the whole
+		// group: operations check before they change a record, so a
+		// refusal leaves it as it was for the next one.
+		err := t.batched(func() error {
+			for _, op := range batch {
+				op.err = wrapBolt(s.path, op.fn(t))
+				if op.err != nil && (op.atomic || !isDomain(op.err)) {
+					return errRetryAlone
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		*touched = t.touched
 		return t.logChanges()

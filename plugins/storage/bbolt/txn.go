@@ -20,6 +20,47 @@ type txn struct {
 	tx      *bolt.Tx
 	write   bool
 	touched map[string]struct{}
+	// sessions, while set (by batched: every write transaction), holds
+	// each session record read once: session returns the same record to
+	// every caller and putSession only marks it, until the batch writes it
+	// once.
+	sessions map[string]*heldSession
+}
+
+type heldSession struct {
+	sb    *bolt.Bucket
+	rec   *sessionRec
+	dirty bool
+}
+
+// batched runs fn with session records read and written once for all of
+// fn (see txn.sessions), then writes the changed ones. fn must check before
+// it changes a record, as every operation does, so a refusal leaves the
+// held record as it was.
+func (t *txn) batched(fn func() error) error {
+	t.sessions = map[string]*heldSession{}
+	defer func() { t.sessions = nil }()
+	if err := fn(); err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(t.sessions))
+	for id, h := range t.sessions {
+		if h.dirty {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		h := t.sessions[id]
+		v, err := encode(h.rec)
+		if err != nil {
+			return err
+		}
+		if err := h.sb.Put(keySession, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sessionRec is the stored form of a session: its durable fields (the
@@ -211,14 +252,25 @@ func (t *txn) session(id string) (*bolt.Bucket, *sessionRec, error) {
 	if sb == nil {
 		return nil, nil, backend.Errorf(backend.ErrNotFound, "session %s", id)
 	}
+	if h := t.sessions[id]; h != nil {
+		return h.sb, h.rec, nil
+	}
 	var rec sessionRec
 	if err := decode("session "+id, sb.Get(keySession), &rec); err != nil {
 		return nil, nil, err
+	}
+	if t.sessions != nil {
+		t.sessions[id] = &heldSession{sb: sb, rec: &rec}
 	}
 	return sb, &rec, nil
 }
 
 func (t *txn) putSession(sb *bolt.Bucket, rec *sessionRec) error {
+	if h := t.sessions[rec.ID]; h != nil && h.rec == rec {
+		h.dirty = true
+		t.touch(rec.ID)
+		return nil
+	}
 	v, err := encode(rec)
 	if err != nil {
 		return err
