@@ -27,6 +27,12 @@ echo "== go vet"
 go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
+echo "== fuzz: batch line parser and import reader (20s each)"
+# A crash found here is written to internal/cli/testdata/fuzz/FuzzX/ (commit
+# it: it becomes a seed corpus entry the plain go test runs from then on).
+for target in FuzzParseBatchLine FuzzReadRecords; do
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime "${HERMESQ_FUZZTIME:-20s}" -fuzzminimizetime 5s -parallel 2 ./internal/cli/
+done
 echo "== soak: chaos and Redis faults (bounded)"
 # -v for the figures the soak reports (kills survived, admits re-run): on
 # success only the results and those lines are shown, on failure everything.

@@ -36,7 +36,7 @@ type admitOptions struct {
 	Reopen     bool
 	Batch      string
 
-	textSet, payloadSet bool
+	textSet, payloadSet, requestIDSet bool
 }
 
 func newAdmitCmd(f *Factory) *cobra.Command {
@@ -48,9 +48,12 @@ func newAdmitCmd(f *Factory) *cobra.Command {
 returns. The text comes from --text, from --payload (a JSON object with a
 "text" member) or from stdin (one trailing newline removed).
 
-Human input may carry --request-id: the same (principal, request id) with
-the same payload returns the existing admission ("duplicate", exit 0); with
-another payload it is refused (exit 4). A first human input to an unknown
+Human input may carry --request-id: a request id is scoped to its session
+(and principal): the same (session, principal, request id) with the same
+payload returns the existing admission ("duplicate", exit 0); with another
+payload it is refused (exit 4). The same id in another session is another
+input. A request id is 1-256 bytes of valid UTF-8 without control or
+bidirectional formatting characters. A first human input to an unknown
 session creates it, owned by the principal.
 
 Automation input names its --producer and one or more --identity: identities
@@ -67,14 +70,28 @@ With --batch FILE (or - for stdin) every line is one NDJSON input
 {"session","text"|"payload","request_id","producer","identities":[],"target"};
 an automation line may give "parts":[{"identity":ID,"text":T},
 {"identity":ID,"payload":{...}},...] instead of "text"/"payload" (and then
-needs no "identities"). One result is printed per line, in order. A bad
-line is reported with its line number and the good lines are still
-admitted, each line's result printed whatever happened to the others. The
-exit code is the worst line's: 1 (internal) before 75 (store unavailable:
-retry the batch; committed lines come back as duplicates when they carry a
-request id or identities) before 5, 7, 4, 3, and 2 (a malformed line).
-With -o json or jsonl, --batch prints one JSON object a line: the admit
-result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
+needs no "identities"). Lines are parsed strictly: one JSON object of
+exactly these field names (no other spelling or case), no repeated field,
+valid UTF-8, no byte-order mark; nothing is repaired. One result is printed
+per line, in order. A bad line is reported with its line number and the good
+lines are still admitted, each line's result printed whatever happened to
+the others. The exit code is the worst line's: 1 (internal) before 75
+(store unavailable: retry the batch; committed lines come back as
+duplicates when they carry a request id or identities) before 5, 7, 4, 3,
+and 2 (a malformed line). With -o json or jsonl, --batch prints one JSON
+object a line: the admit result, or
+{"line":N,"error":"invalid","message":"..."} for a bad line.
+
+A batch is read, committed and printed in chunks (256 lines or 1 MiB), so a
+batch of any size runs in bounded memory and every result printed is
+committed. If the store fails a chunk as a whole (unavailable), its lines are
+reported failed and the batch stops there: the chunks before it are
+committed, the lines after it were not tried. A batch killed part-way leaves
+its earlier chunks committed (on bbolt each chunk is one transaction; on
+Redis a chunk's lines of one session are one atomic step, sessions one after
+another, so a chunk may be part-committed). Re-running the whole batch is
+safe for lines with a request id or identities (they come back
+"duplicate"); a human line without a request id would be admitted again.`,
 		Example: `  hermesq admit s1 --text "summarise the log"
   echo "hello" | hermesq admit s1 --request-id msg-42
   hermesq admit s1 --producer ci --identity build:981 --text "[finished] build (exit 0)"
@@ -94,11 +111,13 @@ result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
 		},
 		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.MayCreateStore() // a command that writes may create the store
 			if len(args) == 1 {
 				o.Session = args[0]
 			}
 			o.textSet = cmd.Flags().Changed("text")
 			o.payloadSet = cmd.Flags().Changed("payload")
+			o.requestIDSet = cmd.Flags().Changed("request-id")
 			if o.Batch != "" {
 				return runAdmitBatch(cmd.Context(), o)
 			}
@@ -108,7 +127,7 @@ result, or {"line":N,"error":"invalid","message":"..."} for a bad line.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Text, "text", "", "the input's text")
 	fl.StringVar(&o.Payload, "payload", "", `the input as a JSON object with a "text" member`)
-	fl.StringVar(&o.RequestID, "request-id", "", "human input: idempotency key, unique per principal")
+	fl.StringVar(&o.RequestID, "request-id", "", "human input: idempotency key, scoped to the session (1-256 bytes)")
 	fl.StringVar(&o.Producer, "producer", "", "automation input: the producer's name")
 	fl.StringArrayVar(&o.Identities, "identity", nil, "automation input: an identity of the producer event (repeatable)")
 	fl.StringArrayVar(&o.Parts, "part", nil, "automation input: the text of one identity's own part, the Nth --part for the Nth --identity (repeatable)")
@@ -145,6 +164,8 @@ func (o *admitOptions) input(cfg *Config) (admission.Input, error) {
 		return in, backend.Errorf(backend.ErrInvalid, "--request-id is for human input, not with --producer")
 	case o.Producer != "" && o.Reopen:
 		return in, backend.Errorf(backend.ErrInvalid, "--reopen is for human input, not with --producer")
+	case o.requestIDSet && o.RequestID == "":
+		return in, backend.Errorf(backend.ErrInvalid, "--request-id is empty: give 1-256 bytes, or leave it out")
 	case o.Producer == "" && len(o.Parts) > 0:
 		return in, backend.Errorf(backend.ErrInvalid, "--part needs --producer (it is for automation input)")
 	case len(o.Parts) > 0 && len(o.Parts) != len(o.Identities):
@@ -206,10 +227,10 @@ func runAdmit(ctx context.Context, o *admitOptions) error {
 // admitText is one result line: "admitted 3f2a… seq 1 (s1)".
 func admitText(w io.Writer, r backend.AdmitResult) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s seq %d (%s)", r.Result, r.Admission.ID, r.Admission.Seq, r.Admission.Session)
+	fmt.Fprintf(&b, "%s %s seq %d (%s)", r.Result, esc(r.Admission.ID), r.Admission.Seq, esc(r.Admission.Session))
 	if r.Result != backend.ResultDuplicate {
 		for _, d := range r.Duplicates {
-			fmt.Fprintf(&b, "; duplicate %s", d)
+			fmt.Fprintf(&b, "; duplicate %s", esc(d))
 		}
 	}
 	if r.PayloadDiffers {
@@ -234,6 +255,15 @@ type batchError struct {
 	Message string `json:"message"`
 }
 
+// A --batch is read, committed and printed in chunks of at most
+// batchChunkLines lines or batchChunkBytes bytes of input (a longer line is
+// a chunk of its own), so memory stays bounded whatever the batch size and
+// results appear while the batch runs. Each chunk is one store call.
+const (
+	batchChunkLines = 256
+	batchChunkBytes = 1 << 20
+)
+
 func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 	cfg, p, err := o.f.configAndPrinter()
 	if err != nil {
@@ -248,41 +278,65 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		defer fh.Close()
 		src = fh
 	}
-	lines, err := readBatch(src, cfg.Principal)
+	b := &batchRun{o: o, p: p, cfg: cfg, out: bufio.NewWriter(o.f.IO.Out)}
+	err = readBatch(src, cfg.Principal, func(chunk []batchLine) error { return b.commit(ctx, chunk) })
+	if ferr := b.out.Flush(); err == nil && ferr != nil {
+		err = ferr
+	}
 	if err != nil {
 		return err
 	}
+	return b.result()
+}
 
+// batchRun commits and prints the chunks of one admit --batch.
+type batchRun struct {
+	o   *admitOptions
+	p   *printer
+	cfg *Config
+	out *bufio.Writer
+	svc *admission.Service
+
+	worst error // the worst line's failure so far (worseError)
+}
+
+// commit admits the good lines of one chunk in one store call and prints
+// every line's result, in order, before the next chunk is read. When the
+// store fails the call as a whole, the chunk's lines are reported failed
+// and the batch stops: every earlier chunk stays committed and printed.
+func (b *batchRun) commit(ctx context.Context, chunk []batchLine) error {
 	var good []admission.Input
-	for _, l := range lines {
+	for _, l := range chunk {
 		if l.err == nil {
 			good = append(good, l.in)
 		}
 	}
 	var results []backend.AdmitResult
+	var callErr error
 	if len(good) > 0 {
-		svc, err := o.f.Admission()
-		if err != nil {
-			return err
+		if b.svc == nil {
+			svc, err := b.o.f.Admission()
+			if err != nil {
+				return err
+			}
+			b.svc = svc
 		}
 		for i := range good {
-			good[i].Principal = cfg.Principal // as resolved when the store opened
+			good[i].Principal = b.cfg.Principal // as resolved when the store opened
 		}
 		// A store failure of the whole call still sets each line's error:
 		// every line is reported, and a failure of some lines (a Redis
 		// call spanning sessions) never hides the lines committed.
-		results, err = svc.AdmitBatch(ctx, good)
-		if err != nil && len(results) != len(good) {
-			return err
+		results, callErr = b.svc.AdmitBatch(ctx, good)
+		if callErr != nil && len(results) != len(good) {
+			return callErr
 		}
 		if len(results) != len(good) {
 			return backend.Errorf(backend.ErrInternal, "admit --batch: %d results for %d inputs", len(results), len(good))
 		}
 	}
-
-	var worst error
 	k := 0
-	for _, l := range lines {
+	for _, l := range chunk {
 		lerr := l.err
 		var r backend.AdmitResult
 		if lerr == nil {
@@ -291,50 +345,106 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 			lerr = r.Err
 		}
 		if lerr != nil {
-			worst = worseError(worst, lerr)
-			be := batchError{Line: l.n, Error: string(backend.CodeOf(lerr)), Message: oneLine(lerr.Error())}
-			if err := p.line(be, textf("error line %d: %s\n", be.Line, be.Message)); err != nil {
+			if err := b.bad(l.n, lerr); err != nil {
 				return err
 			}
-			printError(o.f.IO.ErrOut, p.format, be.Error, fmt.Sprintf("line %d: %s", be.Line, be.Message))
 			continue
 		}
-		if err := p.line(admission.AdmitJSON(r), func(w io.Writer) error { return admitText(w, r) }); err != nil {
+		if err := b.emit(admission.AdmitJSON(r), func(w io.Writer) error { return admitText(w, r) }); err != nil {
 			return err
 		}
 	}
-	switch {
-	case worst == nil:
-		return nil
-	case backend.CodeOf(worst) == backend.CodeInvalid:
-		return &reportedError{backend.Errorf(backend.ErrInvalid, "admit --batch: bad input lines")}
+	if err := b.out.Flush(); err != nil {
+		return err
 	}
-	return &reportedError{worst}
+	if callErr != nil {
+		return errStopBatch // the store failed the chunk whole: try no more
+	}
+	return nil
 }
 
-// readBatch reads NDJSON inputs, one a line. Blank lines are skipped; a line
-// that is not one JSON object of the input shape is kept with its error.
-func readBatch(r io.Reader, principal string) ([]batchLine, error) {
-	br := bufio.NewReader(r)
-	var out []batchLine
+// errStopBatch ends the reading of a batch whose store call failed whole.
+var errStopBatch = errors.New("batch stopped")
+
+// bad prints a line's failure: on stdout as its result, on stderr as one
+// error line.
+func (b *batchRun) bad(n int, lerr error) error {
+	b.worst = worseError(b.worst, lerr)
+	be := batchError{Line: n, Error: string(backend.CodeOf(lerr)), Message: oneLine(lerr.Error())}
+	if err := b.emit(be, textf("error line %d: %s\n", be.Line, be.Message)); err != nil {
+		return err
+	}
+	printError(b.o.f.IO.ErrOut, b.p.format, be.Error, fmt.Sprintf("line %d: %s", be.Line, be.Message))
+	return nil
+}
+
+// emit writes one result line to the buffered stdout.
+func (b *batchRun) emit(v any, text func(w io.Writer) error) error {
+	if b.p.text() {
+		return text(b.out)
+	}
+	out, err := b.p.marshal(v, false)
+	if err != nil {
+		return err
+	}
+	_, err = b.out.Write(out)
+	return err
+}
+
+// result is the batch's exit: the worst line's (worseError).
+func (b *batchRun) result() error {
+	switch {
+	case b.worst == nil:
+		return nil
+	case backend.CodeOf(b.worst) == backend.CodeInvalid:
+		return &reportedError{backend.Errorf(backend.ErrInvalid, "admit --batch: bad input lines")}
+	}
+	return &reportedError{b.worst}
+}
+
+// readBatch reads NDJSON inputs, one a line, and hands them to commit in
+// chunks (batchChunkLines, batchChunkBytes). Blank lines are skipped; a
+// line that is not one input object is kept with its error.
+func readBatch(r io.Reader, principal string, commit func([]batchLine) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	chunk := make([]batchLine, 0, batchChunkLines)
+	size := 0
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		err := commit(chunk)
+		clear(chunk) // drop the inputs: memory stays bounded by one chunk
+		chunk, size = chunk[:0], 0
+		if errors.Is(err, errStopBatch) {
+			return nil
+		}
+		return err
+	}
 	for n := 1; ; n++ {
 		raw, tooLong, err := readLine(br)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("admit --batch: read line %d: %w", n, err)
+			return fmt.Errorf("admit --batch: read line %d: %w", n, err)
 		}
 		eof := errors.Is(err, io.EOF)
 		if eof && len(raw) == 0 && !tooLong {
-			return out, nil
+			return flush()
 		}
 		if tooLong {
-			out = append(out, batchLine{n: n, err: backend.Errorf(backend.ErrInvalid, "line longer than %d bytes", maxInputRead-1)})
+			chunk = append(chunk, batchLine{n: n, err: backend.Errorf(backend.ErrInvalid, "line longer than %d bytes", maxInputRead-1)})
 		} else if len(bytes.TrimSpace(raw)) > 0 {
 			in, perr := parseBatchLine(raw)
 			in.Principal = principal
-			out = append(out, batchLine{n: n, in: in, err: perr})
+			chunk = append(chunk, batchLine{n: n, in: in, err: perr})
+			size += len(raw)
 		}
 		if eof {
-			return out, nil
+			return flush()
+		}
+		if len(chunk) >= batchChunkLines || size >= batchChunkBytes {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -357,26 +467,108 @@ func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
 	}
 }
 
+// batchFields are the members of a --batch line, spelled exactly.
+var batchFields = []string{"session", "text", "payload", "request_id", "producer", "identities", "target", "parts"}
+
+// partFields are the members of one of a --batch line's "parts".
+var partFields = []string{"identity", "text", "payload"}
+
+// parseBatchLine parses one --batch line strictly: one JSON object (valid
+// UTF-8, no byte-order mark, no repeated key) whose members are among
+// batchFields, spelled exactly, each of its type. null is an absent value.
+// Nothing is repaired or guessed.
 func parseBatchLine(raw []byte) (admission.Input, error) {
 	var in admission.Input
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return admission.Input{}, backend.Errorf(backend.ErrInvalid, "not an input object: %v", err)
+	m, err := backend.StrictObject(raw, "input line", batchFields...)
+	if err != nil {
+		return in, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return admission.Input{}, backend.Errorf(backend.ErrInvalid, "more than one JSON value on the line")
+	str := func(name string, dst *string) error {
+		v, ok := m[name]
+		if !ok || string(v) == "null" {
+			return nil
+		}
+		if len(v) == 0 || v[0] != '"' {
+			return backend.Errorf(backend.ErrInvalid, "field %q: want a string", name)
+		}
+		return json.Unmarshal(v, dst)
 	}
-	// null is an absent value (docs/contract.md §11), for "payload" as for the
-	// string members, which decode it as "".
-	if string(bytes.TrimSpace(in.Payload)) == "null" {
-		in.Payload = nil
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"session", &in.Session}, {"text", &in.Text}, {"request_id", &in.RequestID}, {"producer", &in.Producer}, {"target", &in.Target}} {
+		if err := str(f.name, f.dst); err != nil {
+			return admission.Input{}, err
+		}
+	}
+	if v, ok := m["identities"]; ok && string(v) != "null" {
+		if len(v) == 0 || v[0] != '[' {
+			return admission.Input{}, backend.Errorf(backend.ErrInvalid, `field "identities": want a list of strings`)
+		}
+		if err := json.Unmarshal(v, &in.Identities); err != nil {
+			return admission.Input{}, backend.Errorf(backend.ErrInvalid, `field "identities": want a list of strings`)
+		}
+	}
+	if v, ok := m["parts"]; ok && string(v) != "null" {
+		parts, err := parseParts(v)
+		if err != nil {
+			return admission.Input{}, err
+		}
+		in.Parts = parts
+	}
+	if v, ok := m["request_id"]; ok && in.RequestID == "" && string(v) != "null" {
+		return admission.Input{}, backend.Errorf(backend.ErrInvalid, `field "request_id" is empty: give 1-256 bytes, or null`)
+	}
+	if v, ok := m["payload"]; ok && string(v) != "null" {
+		in.Payload = v
 	}
 	if in.Text != "" && len(in.Payload) > 0 {
 		return admission.Input{}, backend.Errorf(backend.ErrInvalid, `both "text" and "payload": give one`)
 	}
-	if in.Producer == "" && (len(in.Identities) > 0 || in.Target != "") {
-		return admission.Input{}, backend.Errorf(backend.ErrInvalid, `"identities" and "target" need "producer"`)
+	if in.Producer == "" && (len(in.Identities) > 0 || in.Target != "" || len(in.Parts) > 0) {
+		return admission.Input{}, backend.Errorf(backend.ErrInvalid, `"identities", "parts" and "target" need "producer"`)
+	}
+	if len(in.Parts) > 0 && (in.Text != "" || len(in.Payload) > 0) {
+		return admission.Input{}, backend.Errorf(backend.ErrInvalid, `"parts" with "text" or "payload": give the parts alone`)
 	}
 	return in, nil
+}
+
+// parseParts reads a --batch line's "parts": a list of objects, each with
+// exactly "identity" and one of "text" or "payload" (already checked
+// strictly as part of the line).
+func parseParts(v json.RawMessage) ([]admission.Part, error) {
+	var raws []json.RawMessage
+	if len(v) == 0 || v[0] != '[' || json.Unmarshal(v, &raws) != nil {
+		return nil, backend.Errorf(backend.ErrInvalid, `field "parts": want a list of {"identity","text"|"payload"} objects`)
+	}
+	parts := make([]admission.Part, 0, len(raws))
+	for i, r := range raws {
+		what := fmt.Sprintf("part %d", i+1)
+		m, err := backend.StrictObject(r, what, partFields...)
+		if err != nil {
+			return nil, err
+		}
+		var p admission.Part
+		id, ok := m["identity"]
+		if !ok || len(id) == 0 || id[0] != '"' {
+			return nil, backend.Errorf(backend.ErrInvalid, `%s: "identity" must be a string`, what)
+		}
+		_ = json.Unmarshal(id, &p.Identity)
+		text, hasText := m["text"]
+		payload, hasPayload := m["payload"]
+		switch {
+		case hasText == hasPayload:
+			return nil, backend.Errorf(backend.ErrInvalid, `%s: give exactly one of "text" and "payload"`, what)
+		case hasText:
+			if len(text) == 0 || text[0] != '"' {
+				return nil, backend.Errorf(backend.ErrInvalid, `%s: "text" must be a string`, what)
+			}
+			_ = json.Unmarshal(text, &p.Text)
+		default:
+			p.Payload = payload
+		}
+		parts = append(parts, p)
+	}
+	return parts, nil
 }

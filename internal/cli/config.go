@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +37,9 @@ type Config struct {
 	DrainLease     time.Duration // 0: the admission layer's default
 	OnUnknown      string        // pause, requeue or interrupt
 	PayloadLimit   int           // bytes; 0: the admission layer's default
+	// Warnings are about the config file (unknown keys): printed on stderr
+	// once, never fatal.
+	Warnings []string
 }
 
 // Output formats.
@@ -132,6 +137,24 @@ func loadConfig(v *viper.Viper) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{File: file}
+	if file != "" {
+		// The file's own values, whatever flags and environment say: a
+		// broken config file is refused even when a flag overrides it.
+		fv := viper.New()
+		fv.SetConfigFile(file)
+		if filepath.Ext(file) == "" {
+			fv.SetConfigType("yaml")
+		}
+		if err := fv.ReadInConfig(); err == nil {
+			c.Warnings = unknownKeys(fv, file)
+			if err := checkSettingTypes(fv, "config file "+file+": "); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := checkSettingTypes(v, ""); err != nil {
+		return nil, err
+	}
 
 	c.Output = v.GetString(keyOutput)
 	if err := checkOutput(c.Output); err != nil {
@@ -149,19 +172,24 @@ func loadConfig(v *viper.Viper) (*Config, error) {
 	if c.DrainLease, err = durationOf(v, keyDrainLease); err != nil {
 		return nil, err
 	}
+	if v.IsSet(keyDrainLease) && c.DrainLease < minLease {
+		// 0 is not "the default": leave the setting out for that.
+		return nil, backend.Errorf(backend.ErrInvalid, "drain lease %s: must be at least %s (leave it unset for the default %s)",
+			c.DrainLease, minLease, backend.DefaultLeaseTTL)
+	}
 	c.OnUnknown = v.GetString(keyOnUnknown)
 	if err := checkOnUnknown(c.OnUnknown); err != nil {
 		return nil, err
 	}
 	if s := strings.TrimSpace(v.GetString(keyPayloadLimit)); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || n > maxPayloadMax {
-			return nil, backend.Errorf(backend.ErrInvalid, "payload_limit %q: want a number of bytes from 0 to %d", s, maxPayloadMax)
+		if err != nil || n < 1 || n > maxPayloadMax {
+			return nil, backend.Errorf(backend.ErrInvalid, "payload_limit %q: want a number of bytes from 1 to %d", s, maxPayloadMax)
 		}
 		c.PayloadLimit = n
 	}
-	if cmd := v.GetStringSlice(keyHandlerCommand); len(cmd) > 0 {
-		c.HandlerCommand = cmd
+	if c.HandlerCommand, err = handlerCommand(v); err != nil {
+		return nil, err
 	}
 
 	c.Requested = v.GetString(keyPrincipal)
@@ -169,7 +197,7 @@ func loadConfig(v *viper.Viper) (*Config, error) {
 	if c.Principal == "" {
 		c.Principal = osUser()
 	}
-	if err := backend.ValidateToken("principal", c.Principal); err != nil {
+	if err := backend.ValidateName("principal", c.Principal); err != nil {
 		return nil, err
 	}
 	switch s := strings.TrimSpace(v.GetString(keyOverride)); s {
@@ -189,6 +217,101 @@ func loadConfig(v *viper.Viper) (*Config, error) {
 		c.Store = "bbolt://" + filepath.ToSlash(p)
 	}
 	return c, nil
+}
+
+// minLease is the shortest drain or viewer lease (admission.MinLease).
+const minLease = 100 * time.Millisecond
+
+// checkSettingTypes refuses a setting given explicitly but empty (--store
+// ”, principal: ""), which would otherwise fall back to a default, and a
+// config file value of the wrong type (a list where a string is wanted),
+// which viper would read as empty. Each error names the setting.
+func checkSettingTypes(v *viper.Viper, where string) error {
+	for _, k := range configKeys {
+		if k == keyHandlerCommand || !v.IsSet(k) {
+			continue
+		}
+		switch val := v.Get(k).(type) {
+		case string:
+			if strings.TrimSpace(val) == "" {
+				return backend.Errorf(backend.ErrInvalid, "%ssetting %s is empty (%s): give a value, or leave it unset for the default", where, k, settingSources(k))
+			}
+		case int, int64, uint64, float64, bool, time.Duration:
+			if k == keyStore || k == keyPrincipal || k == keyOutput || k == keyOnUnknown || k == keyConfig {
+				return backend.Errorf(backend.ErrInvalid, "%ssetting %s is %T %v: want a string", where, k, val, val)
+			}
+		default:
+			return backend.Errorf(backend.ErrInvalid, "%ssetting %s is a %s: want a single value", where, k, kindName(val))
+		}
+	}
+	return nil
+}
+
+func settingSources(k string) string {
+	return fmt.Sprintf("flag --%s, %s or the config file", strings.ReplaceAll(k, ".", "-"), envName(k))
+}
+
+func kindName(v any) string {
+	switch v.(type) {
+	case []any, []string:
+		return "list"
+	case map[string]any:
+		return "map"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// handlerCommand reads handler.command: a list of strings in the config
+// file, a JSON list in HERMESQ_HANDLER_COMMAND. A single string is refused,
+// never split on spaces: the handler is an argv, never a shell command.
+func handlerCommand(v *viper.Viper) ([]string, error) {
+	if !v.IsSet(keyHandlerCommand) {
+		return nil, nil
+	}
+	var argv []string
+	if env := os.Getenv(envName(keyHandlerCommand)); env != "" {
+		if err := json.Unmarshal([]byte(env), &argv); err != nil {
+			return nil, backend.Errorf(backend.ErrInvalid, "%s: want a JSON list of strings such as [\"./agent.sh\",\"--fast\"] (it is never split or run by a shell)", envName(keyHandlerCommand))
+		}
+	} else {
+		switch val := v.Get(keyHandlerCommand).(type) {
+		case []any:
+			for _, w := range val {
+				s, ok := w.(string)
+				if !ok {
+					return nil, backend.Errorf(backend.ErrInvalid, "handler.command: element %v is not a string", w)
+				}
+				argv = append(argv, s)
+			}
+		case []string:
+			argv = val
+		default:
+			return nil, backend.Errorf(backend.ErrInvalid, "handler.command is a %s: want a list of strings such as [./agent.sh, --fast] (it is never split or run by a shell)", kindName(val))
+		}
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, backend.Errorf(backend.ErrInvalid, "handler.command is empty: give the program and its arguments, or leave it unset")
+	}
+	return argv, nil
+}
+
+// unknownKeys lists the config file's keys hermesq does not know, as
+// warnings (a misspelled key would otherwise be ignored without a word).
+func unknownKeys(v *viper.Viper, file string) []string {
+	known := map[string]bool{}
+	for _, k := range configKeys {
+		known[k] = true
+	}
+	var out []string
+	for _, k := range v.AllKeys() {
+		if !known[k] {
+			out = append(out, fmt.Sprintf("config file %s: unknown key %q is ignored (known: %s)", file, k, strings.Join(configKeys[1:], ", ")))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // outputOf resolves only the output format, without reading the config file

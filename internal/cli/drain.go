@@ -62,6 +62,7 @@ Progress goes to stderr when it is a terminal, and always with --follow.`,
   hermesq drain s1 --follow --on-unknown requeue -- /usr/local/bin/agent`,
 		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.MayCreateStore() // a command that writes may create the store
 			o.Sessions = args
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				o.Sessions, o.Handler = args[:dash], args[dash:]
@@ -154,7 +155,7 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	// long-running --follow owner whose stderr is its log.
 	if o.f.IO.IsStderrTTY() || o.Follow {
 		opt.Log = func(format string, args ...any) {
-			fmt.Fprintf(o.f.IO.ErrOut, "hermesq: "+format+"\n", args...)
+			fmt.Fprintf(o.f.IO.ErrOut, "hermesq: "+format+"\n", escArgs(args)...)
 		}
 	}
 	// Text: one line per executed admission as soon as it is settled, so

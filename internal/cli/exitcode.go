@@ -176,7 +176,7 @@ func printError(w io.Writer, format, code, msg string) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(w, "hermesq: error: %s\n", msg)
+	fmt.Fprintf(w, "hermesq: error: %s\n", esc(msg))
 }
 
 // oneLine keeps a message on one line.

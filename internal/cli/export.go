@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,6 +125,7 @@ nothing is imported (exit 2). A record already present with the same content
 is skipped; with other content the import is refused (exit 4).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.MayCreateStore() // a command that writes may create the store
 			p, err := f.printer()
 			if err != nil {
 				return err
@@ -138,9 +140,14 @@ is skipped; with other content the import is refused (exit 4).`,
 				src = fh
 			}
 			prog := f.progress("read")
-			recs, err := readRecords(src, prog)
+			recs, lines, err := readRecords(src, prog)
 			prog.done()
 			if err != nil {
+				return err
+			}
+			// The whole file is checked against the records alone first, so
+			// a bad file is refused without opening (or creating) the store.
+			if err := checkRecords(cmd.Context(), nil, recs, lines); err != nil {
 				return err
 			}
 			st, err := f.Store()
@@ -151,6 +158,9 @@ is skipped; with other content the import is refused (exit 4).`,
 				return err
 			}
 			if len(recs) > 0 {
+				if err := checkRecords(cmd.Context(), st, recs, lines); err != nil {
+					return err
+				}
 				if err := st.Import(cmd.Context(), recs); err != nil {
 					return err
 				}
@@ -166,47 +176,70 @@ is skipped; with other content the import is refused (exit 4).`,
 	return cmd
 }
 
-// readRecords parses an export, every line before any is written.
-func readRecords(r io.Reader, prog *progress) ([]backend.Record, error) {
+// readRecords parses an export strictly, every line before any is written,
+// and returns the records with the line number of each.
+func readRecords(r io.Reader, prog *progress) ([]backend.Record, []int, error) {
 	br := bufio.NewReader(r)
 	var recs []backend.Record
+	var lines []int
 	for n := 1; ; n++ {
 		raw, err := br.ReadBytes('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("import: read line %d: %w", n, err)
+			return nil, nil, fmt.Errorf("import: read line %d: %w", n, err)
 		}
-		if line := bytes.TrimSpace(raw); len(line) > 0 {
-			rec, perr := parseRecord(line)
+		raw = bytes.TrimSuffix(bytes.TrimSuffix(raw, []byte("\n")), []byte("\r"))
+		if len(bytes.TrimSpace(raw)) > 0 {
+			rec, perr := backend.DecodeRecord(raw)
 			if perr != nil {
-				return nil, backend.Errorf(backend.ErrInvalid, "import: line %d: %v", n, perr)
+				return nil, nil, fmt.Errorf("import: line %d: %w", n, perr)
 			}
 			recs = append(recs, rec)
+			lines = append(lines, n)
 			prog.add(1)
 		}
 		if errors.Is(err, io.EOF) {
-			return recs, nil
+			return recs, lines, nil
 		}
 	}
 }
 
-func parseRecord(line []byte) (backend.Record, error) {
-	var rec backend.Record
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rec); err != nil {
-		return rec, err
+// checkRecords checks the records whole (backend.CheckRecords) and names
+// the line of the one refused. st nil: against the records alone, where a
+// reference outside them is left to the check against the store.
+func checkRecords(ctx context.Context, st backend.Store, recs []backend.Record, lines []int) error {
+	var look backend.RecordLookup
+	if st != nil {
+		look = st
+	} else {
+		look = absentStore{}
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return rec, errors.New("more than one JSON value on the line")
-	}
-	set := 0
-	for _, present := range []bool{rec.Session != nil, rec.Transcript != nil, rec.Message != nil, rec.Admission != nil, rec.Tombstone != nil} {
-		if present {
-			set++
+	err := backend.CheckRecords(ctx, look, recs)
+	var re *backend.RecordError
+	if errors.As(err, &re) {
+		if st == nil && errors.Is(err, errNeedsStore) {
+			return nil
 		}
+		return fmt.Errorf("import: line %d: %w", lines[re.Index], re.Err)
 	}
-	if set != 1 {
-		return rec, fmt.Errorf("want exactly one of session, transcript, message, admission, tombstone; got %d", set)
+	if st == nil && errors.Is(err, errNeedsStore) {
+		return nil
 	}
-	return rec, nil
+	return err
+}
+
+// errNeedsStore stops the check against the records alone where it would
+// need the store to decide.
+var errNeedsStore = errors.New("needs the store")
+
+// absentStore answers every lookup with errNeedsStore.
+type absentStore struct{}
+
+func (absentStore) GetSession(context.Context, string) (backend.Session, error) {
+	return backend.Session{}, errNeedsStore
+}
+func (absentStore) GetTranscript(context.Context, string) (backend.Transcript, error) {
+	return backend.Transcript{}, errNeedsStore
+}
+func (absentStore) GetAdmission(context.Context, string) (backend.Admission, error) {
+	return backend.Admission{}, errNeedsStore
 }

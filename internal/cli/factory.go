@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
@@ -35,6 +36,11 @@ type Factory struct {
 	cfgOnce sync.Once
 	cfg     *Config
 	cfgErr  error
+
+	// mayCreate lets Store create a store that does not exist yet: set by
+	// the commands that write (MayCreateStore). Every other command opens
+	// an existing store only, so reading never creates one.
+	mayCreate bool
 
 	storeMu  sync.Mutex
 	store    backend.Store
@@ -77,9 +83,22 @@ func (f *Factory) Viper() *viper.Viper { return f.v }
 // Config resolves the configuration once: flags, HERMESQ_* environment,
 // config file, defaults.
 func (f *Factory) Config() (*Config, error) {
-	f.cfgOnce.Do(func() { f.cfg, f.cfgErr = loadConfig(f.v) })
+	f.cfgOnce.Do(func() {
+		f.cfg, f.cfgErr = loadConfig(f.v)
+		if f.cfg != nil {
+			for _, w := range f.cfg.Warnings {
+				fmt.Fprintf(f.IO.ErrOut, "hermesq: warning: %s\n", esc(w))
+			}
+		}
+	})
 	return f.cfg, f.cfgErr
 }
+
+// MayCreateStore lets this invocation's Store create the store when it
+// does not exist: for the commands that write (admit, session open,
+// import, drain). Without it, a store that does not exist is ErrNotFound
+// (exit 3) and nothing is created.
+func (f *Factory) MayCreateStore() { f.mayCreate = true }
 
 // Store opens the configured store on first use.
 func (f *Factory) Store() (backend.Store, error) {
@@ -94,7 +113,7 @@ func (f *Factory) Store() (backend.Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Second)
 	defer cancel()
-	st, err := f.Registry.Open(ctx, cfg.Store, backend.Options{Timeout: cfg.Timeout})
+	st, err := f.Registry.Open(ctx, cfg.Store, backend.Options{Timeout: cfg.Timeout, MustExist: !f.mayCreate})
 	if err != nil {
 		// An opener may return a typed nil with its error: keep no store.
 		st = nil

@@ -37,10 +37,10 @@ func (f *Factory) configAndPrinter() (*Config, *printer, error) {
 func (p *printer) text() bool { return p.format == formatText }
 
 // textf is the text rendering of a one-line result: format and args as
-// for fmt.Fprintf.
+// for fmt.Fprintf, string arguments escaped (escapeText).
 func textf(format string, args ...any) func(w io.Writer) error {
 	return func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, format, args...)
+		_, err := fmt.Fprintf(w, format, escArgs(args)...)
 		return err
 	}
 }
@@ -116,31 +116,47 @@ func list[T any](p *printer, items []T, text func(w io.Writer) error) error {
 	return text(p.ios.Out)
 }
 
-// table writes aligned columns.
+// escArgs escapes the string arguments of a text format.
+func escArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = esc(s)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// table writes aligned columns, every cell escaped (escapeText): stored
+// text never reaches the terminal raw.
 func table(w io.Writer, header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if header != nil {
 		fmt.Fprintln(tw, strings.Join(header, "\t"))
 	}
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = esc(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }
 
-// fields writes "key: value" lines, aligned.
+// fields writes "key: value" lines, aligned, every value escaped.
 func fields(w io.Writer, kv [][2]string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	for _, f := range kv {
-		fmt.Fprintf(tw, "%s:\t%s\n", f[0], f[1])
+		fmt.Fprintf(tw, "%s:\t%s\n", f[0], esc(f[1]))
 	}
 	return tw.Flush()
 }
 
-// cell makes a value fit on one line of a table: newlines and tabs escaped,
-// and cut to max runes on a terminal (max 0: never cut).
+// cell makes a value fit on one line of a table: cut to max runes on a
+// terminal (max 0: never cut). table and fields escape it.
 func cell(s string, max int) string {
-	s = strings.NewReplacer("\\", `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
 	if max > 0 && utf8.RuneCountInString(s) > max {
 		r := []rune(s)
 		s = string(r[:max-1]) + "…"
@@ -211,8 +227,9 @@ func admissionTable(w io.Writer, as []backend.Admission, width int) error {
 	return table(w, []string{"SEQ", "ID", "KIND", "STATUS", "OUTCOME", "MODE", "TEXT"}, rows)
 }
 
-// messageText writes one transcript message: "[seq] role: content".
+// messageText writes one transcript message: "[seq] role: content", the
+// content escaped but for its newlines and tabs.
 func messageText(w io.Writer, m backend.Message) error {
-	_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, m.Role, m.Content)
+	_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, esc(string(m.Role)), escapeText(m.Content, true))
 	return err
 }

@@ -118,6 +118,7 @@ func newSessionOpenCmd(f *Factory) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.MayCreateStore() // a command that writes may create the store
 			return sessionRun(f, args[0], "", nil, func(p *printer, st backend.Store, cfg *Config) error {
 				s, created, err := st.OpenSession(cmd.Context(), backend.OpenSessionRequest{ID: args[0], Owner: cfg.Principal, Now: f.Now()})
 				if err != nil {
@@ -128,7 +129,7 @@ func newSessionOpenCmd(f *Factory) *cobra.Command {
 					if created {
 						verb = "opened"
 					}
-					_, err := fmt.Fprintf(w, "%s %s (owner %s, transcript %s)\n", verb, s.ID, s.Owner, s.CurrentTranscript)
+					_, err := fmt.Fprintf(w, "%s %s (owner %s, transcript %s)\n", verb, s.ID, esc(s.Owner), s.CurrentTranscript)
 					return err
 				})
 			})
@@ -221,7 +222,7 @@ makes a new child transcript, whose parent it is, current. The child is named
 					if t.Child != "" {
 						from, to = t.ID, t.Child
 					}
-					_, err := fmt.Fprintf(w, "compressed %s: %s -> %s\n", args[0], orDash(from), to)
+					_, err := fmt.Fprintf(w, "compressed %s: %s -> %s\n", esc(args[0]), orDash(from), to)
 					return err
 				})
 			})

@@ -34,8 +34,8 @@ func newViewerAddCmd(f *Factory) *cobra.Command {
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			check := func() error {
-				if ttl <= 0 {
-					return backend.Errorf(backend.ErrInvalid, "viewer --ttl %s: must be positive", ttl)
+				if ttl < minLease {
+					return backend.Errorf(backend.ErrInvalid, "viewer --ttl %s: must be at least %s", ttl, minLease)
 				}
 				return nil
 			}

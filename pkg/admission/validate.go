@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -88,6 +89,11 @@ func Canonical(raw []byte, limit int) (json.RawMessage, error) {
 	}
 	if !utf8.Valid(raw) {
 		return nil, invalidf("payload is not valid utf-8")
+	}
+	// Strict first: a byte-order mark, a lone surrogate escape or a
+	// repeated key is refused with its name, never repaired.
+	if err := backend.CheckJSON(raw); err != nil {
+		return nil, invalidf("payload is not valid json: %s", strings.TrimSuffix(err.Error(), ": "+backend.ErrInvalid.Error()))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -283,7 +289,7 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 	if err := backend.ValidateID("session", in.Session); err != nil {
 		return req, err
 	}
-	if err := backend.ValidateToken("principal", in.Principal); err != nil {
+	if err := backend.ValidateName("principal", in.Principal); err != nil {
 		return req, err
 	}
 	var payload json.RawMessage
@@ -332,7 +338,7 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 			return backend.AdmitRequest{}, invalidf("target needs a producer (automation input)")
 		}
 		if in.RequestID != "" {
-			if err := backend.ValidateToken("request id", in.RequestID); err != nil {
+			if err := backend.ValidateRequestID(in.RequestID); err != nil {
 				return backend.AdmitRequest{}, err
 			}
 		}

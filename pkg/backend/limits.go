@@ -7,7 +7,8 @@ import "fmt"
 const (
 	// MaxIDLen bounds session and transcript ids (bytes).
 	MaxIDLen = 256
-	// MaxIdentityLen bounds identities, request ids and principals (bytes).
+	// MaxIdentityLen bounds identities and principals (bytes); request ids
+	// have their own MaxRequestIDLen.
 	MaxIdentityLen = 1024
 	// MaxIdentities bounds the identities (and so the parts) of one offer.
 	MaxIdentities = 1000
@@ -68,7 +69,10 @@ type Limit struct {
 func Limits() []Limit {
 	return []Limit{
 		{"session and transcript id", fmt.Sprintf("1-%d bytes of [A-Za-z0-9._:@/+-]", MaxIDLen), "session id is N bytes, more than 256"},
-		{"identity, request id, principal", fmt.Sprintf("1-%d bytes, no NUL", MaxIdentityLen), "identity is N bytes, more than 1024"},
+		{"identity", fmt.Sprintf("1-%d bytes of UTF-8, no NUL", MaxIdentityLen), "identity is N bytes, more than 1024"},
+		{"principal", fmt.Sprintf("1-%d bytes of UTF-8, no control or bidirectional formatting character", MaxIdentityLen), "U+001B not allowed in a principal"},
+		{"request id", fmt.Sprintf("1-%d bytes of UTF-8, not only white space, no control or bidirectional formatting character", MaxRequestIDLen), "request id is N bytes, more than 256"},
+		{"import counters (seq, epoch, generation, next_seq)", "at most 2^53", "next_seq N is above the largest accepted (2^53 ...)"},
 		{"identities (parts) of one offer", fmt.Sprint(MaxIdentities), "offer has N identities, more than 1000"},
 		{"producer name", fmt.Sprintf("1-%d bytes of [a-z0-9_-]", MaxProducerLen), "producer name ... is not one of [a-z0-9_-]"},
 		{"payload (canonical JSON)", fmt.Sprintf("%d bytes by default, payload_limit up to %d", DefaultPayloadLimit, MaxPayloadLimit), "payload is N bytes, more than the limit of L"},

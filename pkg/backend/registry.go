@@ -15,6 +15,11 @@ type Options struct {
 	// file lock, a Redis dial, read or write. Past it the operation fails
 	// with ErrUnavailable. Zero means the store's default.
 	Timeout time.Duration
+	// MustExist opens an existing store only: a store that does not exist
+	// is ErrNotFound and nothing is created (no file, no folder). Commands
+	// that only read set it. A store that has no notion of creation
+	// (Redis) ignores it.
+	MustExist bool
 }
 
 // Opener opens a store from its URL. It rejects query parameters it does

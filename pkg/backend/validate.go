@@ -1,6 +1,20 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxRequestIDLen bounds a request id (bytes).
+const MaxRequestIDLen = 256
+
+// MaxCounter is the largest seq, epoch or generation a store accepts from
+// an import: 2^53, far above anything a store reaches by use, so counters
+// keep room to grow and stay exact in every JSON reader (a float64 holds
+// integers up to 2^53 exactly).
+const MaxCounter = 1 << 53
 
 // ValidateID checks a session or transcript id: 1–256 bytes of
 // [A-Za-z0-9._:@/+-]. what names the field in the error.
@@ -17,14 +31,87 @@ func ValidateID(what, id string) error {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case c == '.', c == '_', c == ':', c == '@', c == '/', c == '+', c == '-':
 		default:
-			return fmt.Errorf("%s id %q: byte %q at %d is not one of [A-Za-z0-9._:@/+-]: %w", what, id, c, i, ErrInvalid)
+			return fmt.Errorf("%s not allowed in a %s id (at byte %d; an id is 1-%d bytes of [A-Za-z0-9._:@/+-]): %w",
+				charName(id[i:]), what, i, MaxIDLen, ErrInvalid)
 		}
 	}
 	return nil
 }
 
-// ValidateToken checks an identity, request id or principal: 1–1024 bytes,
-// compared byte-wise, no NUL (stores use NUL as a separator).
+// charName names the character s starts with for an error message: 'x'
+// for printable ASCII, U+202E for other characters, byte 0xff for a byte
+// that is not UTF-8. It never returns the raw character, so a message
+// cannot carry a terminal control sequence.
+func charName(s string) string {
+	c := s[0]
+	switch {
+	case c == ' ':
+		return "a space"
+	case c > ' ' && c < 0x7f:
+		return fmt.Sprintf("%q", c)
+	case c < 0x80:
+		return fmt.Sprintf("U+%04X", c)
+	}
+	r, size := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Sprintf("byte 0x%02x (not UTF-8)", c)
+	}
+	return fmt.Sprintf("%U", r)
+}
+
+// IsBidiControl reports whether r is a Unicode bidirectional formatting
+// character (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069): text
+// carrying one can display in another order than it is stored.
+func IsBidiControl(r rune) bool {
+	switch {
+	case r == 0x061C, r == 0x200E, r == 0x200F:
+		return true
+	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
+}
+
+// ValidateRequestID checks a request id: 1-256 bytes of valid UTF-8 with no
+// control character (C0, DEL, C1) and no bidirectional formatting
+// character, and not only white space, so an id shows as what it is. Ids
+// are compared byte-wise.
+func ValidateRequestID(id string) error {
+	if id == "" {
+		return fmt.Errorf("request id is empty: %w", ErrInvalid)
+	}
+	if len(id) > MaxRequestIDLen {
+		return fmt.Errorf("request id is %d bytes, more than %d: %w", len(id), MaxRequestIDLen, ErrInvalid)
+	}
+	if err := checkChars("request id", id, true); err != nil {
+		return err
+	}
+	if strings.TrimSpace(id) == "" {
+		return fmt.Errorf("request id is only white space: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// checkChars refuses invalid UTF-8 and, with noControls, control and
+// bidirectional formatting characters, naming the first one.
+func checkChars(what, s string, noControls bool) error {
+	for i, r := range s {
+		if _, size := utf8.DecodeRuneInString(s[i:]); r == utf8.RuneError && size <= 1 {
+			return fmt.Errorf("%s is not valid UTF-8 (byte 0x%02x at %d): %w", what, s[i], i, ErrInvalid)
+		}
+		if r == 0 {
+			return fmt.Errorf("%s contains a NUL byte: %w", what, ErrInvalid)
+		}
+		if noControls && (unicode.IsControl(r) || IsBidiControl(r)) {
+			return fmt.Errorf("%s not allowed in a %s (at byte %d): %w", charName(s[i:]), what, i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// ValidateToken checks an identity: 1-1024 bytes of valid UTF-8, compared
+// byte-wise, no NUL (stores use NUL as a separator). Identities are opaque:
+// other control characters are kept (and escaped in text output).
 func ValidateToken(what, s string) error {
 	if s == "" {
 		return fmt.Errorf("%s is empty: %w", what, ErrInvalid)
@@ -32,9 +119,30 @@ func ValidateToken(what, s string) error {
 	if len(s) > MaxIdentityLen {
 		return fmt.Errorf("%s is %d bytes, more than %d: %w", what, len(s), MaxIdentityLen, ErrInvalid)
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return fmt.Errorf("%s contains a NUL byte: %w", what, ErrInvalid)
+	return checkChars(what, s, false)
+}
+
+// ValidateName checks a principal or producer name: as ValidateToken, and
+// no control or bidirectional formatting character.
+func ValidateName(what, s string) error {
+	if err := ValidateToken(what, s); err != nil {
+		return err
+	}
+	if strings.TrimSpace(s) == "" {
+		return fmt.Errorf("%s is only white space: %w", what, ErrInvalid)
+	}
+	return checkChars(what, s, true)
+}
+
+// ValidateAdmissionID checks an admission id as admit creates them: 32
+// lower-case hex digits (128 random bits).
+func ValidateAdmissionID(id string) error {
+	if len(id) != 32 {
+		return fmt.Errorf("admission id %q is not 32 hex digits: %w", id, ErrInvalid)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return fmt.Errorf("admission id %q is not 32 lower-case hex digits: %w", id, ErrInvalid)
 		}
 	}
 	return nil
@@ -51,7 +159,7 @@ func CheckAdmitRequest(r AdmitRequest) error {
 	if err := ValidateID("session", r.Session); err != nil {
 		return err
 	}
-	if err := ValidateToken("principal", r.Principal); err != nil {
+	if err := ValidateName("principal", r.Principal); err != nil {
 		return err
 	}
 	if len(r.Payload) == 0 {
@@ -68,7 +176,7 @@ func CheckAdmitRequest(r AdmitRequest) error {
 			return fmt.Errorf("human input with identities or parts (they are for automation input): %w", ErrInvalid)
 		}
 		if r.RequestID != "" {
-			return ValidateToken("request id", r.RequestID)
+			return ValidateRequestID(r.RequestID)
 		}
 	case KindAutomation:
 		if r.RequestID != "" {

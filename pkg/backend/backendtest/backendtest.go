@@ -59,6 +59,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, settleRunTests...)
 	all = append(all, lineageTests...)
 	all = append(all, exportTests...)
+	all = append(all, roundTripTests...)
 	all = append(all, concurrencyTests...)
 	all = append(all, edgeTests...)
 	all = append(all, faultTests...)

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -357,13 +358,13 @@ func testGrantsAreASet(t *testing.T, s backend.Store) {
 // it.
 func testImportKeepsIndexesWhole(t *testing.T, s backend.Store) {
 	session := func(id string) backend.Record {
-		return backend.Record{Session: &backend.SessionRecord{ID: id, Owner: Owner, Grants: []backend.Grant{}, CurrentTranscript: id, NextSeq: 1, CreatedAt: T0}}
+		return backend.Record{Session: &backend.SessionRecord{ID: id, Owner: Owner, Grants: []backend.Grant{}, CurrentTranscript: id, NextSeq: 5, CreatedAt: T0}}
 	}
 	transcript := func(id string) backend.Record {
 		return backend.Record{Transcript: &backend.Transcript{ID: id, Session: id, CreatedAt: T0}}
 	}
 	adm := func(session, id string, seq uint64, mod func(a *backend.Admission)) backend.Record {
-		a := &backend.Admission{ID: id, Session: session, Seq: seq, Kind: backend.KindAutomation, Producer: Producer,
+		a := &backend.Admission{ID: admID(id), Session: session, Seq: seq, Kind: backend.KindAutomation, Producer: Producer,
 			Principal: Owner, Identities: []string{"i-" + id}, Payload: Payload(id), PinnedTarget: session,
 			Status: backend.StatusQueued, AdmittedAt: T0}
 		mod(a)
@@ -390,14 +391,21 @@ func testImportKeepsIndexesWhole(t *testing.T, s backend.Store) {
 	} {
 		wantErr(t, "import "+what, s.Import(ctxOf(t), []backend.Record{r}), backend.ErrConflict)
 	}
-	if a, err := s.FindIdentity(ctxOf(t), "s1", "shared"); err != nil || a.ID != "a1" {
+	if a, err := s.FindIdentity(ctxOf(t), "s1", "shared"); err != nil || a.ID != admID("a1") {
 		t.Errorf("identity shared after refused imports: %+v, %v; want admission a1", a, err)
 	}
 	res := admit1(t, s, backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, RequestID: "rq", Payload: Payload("h1")})
 	noErr(t, "request id after refused imports", res.Err)
-	if res.Result != backend.ResultDuplicate || res.Admission.ID != "h1" {
+	if res.Result != backend.ResultDuplicate || res.Admission.ID != admID("h1") {
 		t.Errorf("request id rq after refused imports: %s %s, want a duplicate of h1", res.Result, res.Admission.ID)
 	}
+}
+
+// admID turns a short test name into an admission id by the live rules (32
+// lower-case hex digits).
+func admID(name string) string {
+	h := hex.EncodeToString([]byte(name))
+	return strings.Repeat("0", 32-len(h)) + h
 }
 
 // Export writes, for each session by id, the session, then its transcripts

@@ -78,8 +78,14 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 }
 
 // Import writes exported records in one transaction: all of them, or none
-// when one conflicts with what the store holds.
+// when one is invalid (backend.CheckRecords) or conflicts with what the
+// store holds.
 func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
+	// The records are checked whole, against the live rules and the store,
+	// before the write transaction begins.
+	if err := backend.CheckRecords(ctx, s, recs); err != nil {
+		return fmt.Errorf("bbolt: import: %w", err)
+	}
 	return s.updateAtomic(ctx, func(t *txn) error {
 		for i, r := range recs {
 			var err error

@@ -22,7 +22,7 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 	if err := backend.ValidateID("session", req.ID); err != nil {
 		return out, false, err
 	}
-	if err := backend.ValidateToken("owner", req.Owner); err != nil {
+	if err := backend.ValidateName("owner", req.Owner); err != nil {
 		return out, false, err
 	}
 	err := s.update(ctx, func(t *txn) error {

@@ -72,6 +72,11 @@ func Open(ctx context.Context, path string, opts backend.Options) (*Store, error
 	}
 	s := &Store{path: filepath.Clean(path), timeout: timeout, hold: maxHold}
 	s.group.store = s
+	if opts.MustExist {
+		if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("bbolt: store %s does not exist (only commands that write create it): %w", s.path, backend.ErrNotFound)
+		}
+	}
 	if err := s.view(ctx, func(*txn) error { return nil }); err != nil {
 		return nil, err
 	}

@@ -86,11 +86,14 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 // Import writes records as Export produced them. A record already present
 // with the same content is a no-op; with other content, ErrConflict. The
 // records span many slots, so no one script writes them all: a batch whose
-// records name a session or transcript neither in the store nor before
-// them in the batch is refused before anything is written.
+// records fail backend.CheckRecords (a bad value, a session or transcript
+// neither in the store nor before them in the batch) is refused before
+// anything is written.
 func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
-	if err := s.checkImportOrder(ctx, recs); err != nil {
-		return err
+	// Checked whole, against the live rules and the store, before any
+	// record is written.
+	if err := backend.CheckRecords(ctx, s, recs); err != nil {
+		return fmt.Errorf("redis: import: %w", err)
 	}
 	for i, r := range recs {
 		var err error
@@ -113,67 +116,6 @@ func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
 		}
 		if err != nil {
 			return backend.Errorf(err, "import record %d", i+1)
-		}
-	}
-	return nil
-}
-
-// checkImportOrder refuses (ErrInvalid) a batch with an empty record, or a
-// record whose session or transcript is neither in the store nor earlier
-// in the batch.
-func (s *Store) checkImportOrder(ctx context.Context, recs []backend.Record) error {
-	sessions := map[string]bool{}    // session id → present
-	transcripts := map[string]bool{} // transcript id → present
-	haveSession := func(id string) (bool, error) {
-		if _, ok := sessions[id]; !ok {
-			err := s.requireSession(ctx, id)
-			if err != nil && backend.CodeOf(err) != backend.CodeNotFound {
-				return false, err
-			}
-			sessions[id] = err == nil
-		}
-		return sessions[id], nil
-	}
-	haveTranscript := func(id string) (bool, error) {
-		if _, ok := transcripts[id]; !ok {
-			_, _, err := s.transcriptSession(ctx, id)
-			if err != nil && backend.CodeOf(err) != backend.CodeNotFound {
-				return false, err
-			}
-			transcripts[id] = err == nil
-		}
-		return transcripts[id], nil
-	}
-	for i, r := range recs {
-		var parent string
-		var ok bool
-		var err error
-		switch {
-		case r.Session != nil:
-			sessions[r.Session.ID] = true
-			continue
-		case r.Transcript != nil:
-			parent = "session " + r.Transcript.Session
-			if ok, err = haveSession(r.Transcript.Session); ok {
-				transcripts[r.Transcript.ID] = true
-			}
-		case r.Message != nil:
-			parent = "transcript " + r.Message.Transcript
-			ok, err = haveTranscript(r.Message.Transcript)
-		case r.Admission != nil:
-			parent = "session " + r.Admission.Session
-			ok, err = haveSession(r.Admission.Session)
-		case r.Tombstone != nil:
-			parent = "session " + r.Tombstone.Admission.Session
-			ok, err = haveSession(r.Tombstone.Admission.Session)
-		default:
-			return backend.Errorf(backend.ErrInvalid, "redis: import record %d: empty record", i+1)
-		}
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return backend.Errorf(backend.ErrInvalid, "redis: import record %d: %s not imported before it", i+1, parent)
 		}
 	}
 	return nil

@@ -128,7 +128,7 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 	if err := backend.ValidateID("session", req.ID); err != nil {
 		return backend.Session{}, false, err
 	}
-	if err := backend.ValidateToken("owner", req.Owner); err != nil {
+	if err := backend.ValidateName("owner", req.Owner); err != nil {
 		return backend.Session{}, false, err
 	}
 	exists, err := s.client.Exists(ctx, s.k.session(req.ID)).Result()

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -40,6 +41,7 @@ type Store struct {
 	k       keys
 	timeout time.Duration
 	desc    string // redacted URL, for messages
+	db      int    // database number, for messages
 }
 
 var _ backend.Store = (*Store)(nil)
@@ -126,8 +128,8 @@ func ParseURL(u *url.URL) (*Config, error) {
 	}
 	if db := strings.Trim(u.Path, "/"); db != "" {
 		n, err := strconv.Atoi(db)
-		if err != nil || n < 0 {
-			return nil, bad("database %q is not a number", db)
+		if err != nil || n < 0 || n > math.MaxInt32 {
+			return nil, bad("database %q is not a database number (0, 1, 2…)", db)
 		}
 		c.DB = n
 	}
@@ -220,7 +222,7 @@ func Open(ctx context.Context, u *url.URL, opts backend.Options) (*Store, error)
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	s := &Store{k: keys{prefix: c.Prefix}, timeout: timeout, desc: c.Redacted}
+	s := &Store{k: keys{prefix: c.Prefix}, timeout: timeout, desc: c.Redacted, db: c.DB}
 	maint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	switch {
 	case c.Cluster:
@@ -290,6 +292,10 @@ func (s *Store) wrap(op string, err error) error {
 	}
 	msg := err.Error()
 	switch {
+	case strings.Contains(msg, "DB index is out of range"):
+		// SELECT of a database the server does not have: a setting to fix.
+		return fmt.Errorf("redis: %s on %s: the server has no database %d (its 'databases' setting; the default is 16, numbered from 0): %w",
+			op, s.desc, s.db, backend.ErrInvalid)
 	case strings.HasPrefix(msg, "NOPERM"):
 		// Authenticated, but the ACL of the user forbids a command, key or
 		// channel: the password is right, the permissions are not.
