@@ -17,7 +17,8 @@ var roundTripTests = []suiteTest{
 
 // A property: whatever a store holds after random admissions (human and
 // automation, duplicates and coalesced groups), turns, notes, unknowns,
-// cancels, grants and lineage (compress, switch, close), its export passes
+// cancels, grants, tombstones (compact) and lineage (compress, switch,
+// close), its export passes
 // the import check (backend.CheckRecords), imports into a fresh store, and
 // that store exports the same records, line for line.
 func testExportImportRandom(t *testing.T, newStore func(t *testing.T) backend.Store) {
@@ -37,6 +38,8 @@ func testExportImportRandom(t *testing.T, newStore func(t *testing.T) backend.St
 					kinds["messages"]++
 				case r.Admission != nil:
 					kinds["admissions"]++
+				case r.Tombstone != nil:
+					kinds["tombstones"]++
 				}
 			}
 			t.Logf("%d records: %v", len(recs), kinds)
@@ -155,6 +158,11 @@ func randomHistory(t *testing.T, s backend.Store, r *rand.Rand, n int) {
 				check("resolve or cancel", err)
 			}
 		case 9:
+			if r.IntN(3) == 0 { // old settled admissions become tombstones
+				_, err := s.Compact(ctxOf(t), backend.CompactRequest{Session: sid, Before: now.Add(-time.Duration(r.IntN(30)) * time.Second)})
+				check("compact", err)
+				continue
+			}
 			g := backend.Grant{Principal: fmt.Sprintf("friend-%d", r.IntN(3)), Role: backend.GrantRoles[r.IntN(len(backend.GrantRoles))]}
 			if g.Role == backend.RoleWriter && r.IntN(2) == 0 {
 				g.Producers = []string{Producer, "watch"}
