@@ -145,7 +145,7 @@ func TestHostileImports(t *testing.T) {
 			{"invalid UTF-8", imp(impSession, impTranscript, sub(impAutomation, `"text":"done"`, "\"text\":\"d\xffne\"")),
 				[]string{"import"}, ExitUsage, "line 3: invalid UTF-8 byte 0xff"},
 			{"two kinds on one line", imp(`{"transcript":{},"message":{}}`),
-				[]string{"import"}, ExitUsage, "line 1: want exactly one of session, transcript, message, admission; got 2"},
+				[]string{"import"}, ExitUsage, "line 1: want exactly one of session, transcript, message, admission, tombstone; got 2"},
 			{"session twice", imp(impSession, impTranscript, impSession),
 				[]string{"import"}, ExitUsage, "line 3: session n1 appears twice"},
 		}
