@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -312,7 +313,9 @@ func runProducersOutbox(ctx context.Context, f *Factory, name string) error {
 		for _, e := range es {
 			text := e.Text
 			if text == "" {
-				text = string(e.Payload)
+				var pl struct{ Text string }
+				_ = json.Unmarshal(e.Payload, &pl)
+				text = pl.Text
 			}
 			rows = append(rows, []string{strconv.FormatUint(e.Seq, 10), e.State, strconv.Itoa(e.Attempts),
 				cell(e.Session, 24), cell(e.Identity, 48), cell(text, 60)})

@@ -84,6 +84,7 @@ Exit codes:
 		newProducersCmd(f),
 		newDelegateCmd(f),
 		newDoctorCmd(f),
+		newProcCmd(f),
 	)
 	root.SetHelpCommand(newHelpCmd())
 	markRunErrors(root)
