@@ -301,14 +301,18 @@ func handlerCommand(v *viper.Viper) ([]string, error) {
 // warnings (a misspelled key would otherwise be ignored without a word).
 func unknownKeys(v *viper.Viper, file string) []string {
 	known := map[string]bool{}
-	for _, k := range configKeys {
+	for _, k := range append(append([]string{}, configKeys...), producerEnvKeys...) {
 		known[k] = true
 	}
 	var out []string
 	for _, k := range v.AllKeys() {
-		if !known[k] {
-			out = append(out, fmt.Sprintf("config file %s: unknown key %q is ignored (known: %s)", file, k, strings.Join(configKeys[1:], ", ")))
+		// producers.NAME.… is the producers' own part: checked where it is
+		// read (producer settings), and config is the plugin's to define.
+		if known[k] || strings.HasPrefix(k, keyProducers+".") {
+			continue
 		}
+		out = append(out, fmt.Sprintf("config file %s: unknown key %q is ignored (known: %s, %s, producers.NAME…)",
+			file, k, strings.Join(configKeys[1:], ", "), strings.Join(producerEnvKeys, ", ")))
 	}
 	sort.Strings(out)
 	return out
