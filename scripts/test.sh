@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux) # hermesq top runs under tmux in a test
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler) # .ci/run regenerates pkg/producer's protocol
 if ((${#missing[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -77,6 +77,7 @@ Exit codes:
 		newStatsCmd(f),
 		newCheckCmd(f),
 		newCompactCmd(f),
+		newTopCmd(f),
 		newVersionCmd(f),
 		newExportCmd(f),
 		newImportCmd(f),
