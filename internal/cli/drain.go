@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"sync"
 	"syscall"
 	"time"
@@ -149,7 +150,7 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 		argv = cfg.HandlerCommand
 	}
 	if len(argv) > 0 {
-		opt.Handler = &admission.Handler{Argv: argv, Timeout: cfg.HandlerTimeout}
+		opt.Handler = &admission.Handler{Argv: argv, Timeout: cfg.HandlerTimeout, Secrets: storeSecrets(cfg.Store)}
 	}
 	// Progress lines on stderr: for a person at a terminal, and for a
 	// long-running --follow owner whose stderr is its log.
@@ -297,4 +298,18 @@ func executedText(w io.Writer, a backend.Admission) error {
 	}
 	_, err := fmt.Fprintf(w, "%s %s seq %d -> %s\n", what, a.ID, a.Seq, orDash(a.DeliveredTo))
 	return err
+}
+
+// storeSecrets are the credentials in a store URL, which a handler must
+// never receive: the password, or a lone user part (which a Redis URL reads
+// as the password).
+func storeSecrets(store string) []string {
+	u, err := url.Parse(store)
+	if err != nil || u.User == nil {
+		return nil
+	}
+	if pw, ok := u.User.Password(); ok {
+		return []string{pw}
+	}
+	return []string{u.User.Username()}
 }

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +21,74 @@ import (
 type Handler struct {
 	Argv    []string      // the words after `--`, or config handler.command; never a shell string
 	Timeout time.Duration // 0: none
-	Env     []string      // extra KEY=VALUE; the host environment is passed through
+	Env     []string      // extra KEY=VALUE; the caller's environment is passed through, scrubbed
+	// Secrets are values the handler must never see (the store's
+	// password): every inherited variable holding one is dropped. A
+	// HERMESQ_STORE URL carrying credentials is dropped whatever Secrets
+	// say.
+	Secrets []string
 }
+
+// handlerEnv is the environment of a handler: the caller's, without any
+// variable carrying a store credential, then h.Env, then the documented
+// HERMESQ_* variables of the turn (which win over inherited ones).
+func handlerEnv(base []string, h *Handler, in TurnInput, epoch uint64) []string {
+	turn := []string{
+		"HERMESQ_SESSION=" + in.Session,
+		"HERMESQ_ADMISSION=" + in.Admission.ID,
+		"HERMESQ_TARGET=" + in.Target,
+		"HERMESQ_EPOCH=" + strconv.FormatUint(epoch, 10),
+		"HERMESQ_KIND=" + string(in.Admission.Kind),
+		"HERMESQ_PRODUCER=" + in.Admission.Producer,
+	}
+	set := map[string]bool{}
+	for _, kv := range turn {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	out := make([]string, 0, len(base)+len(h.Env)+len(turn))
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		if set[k] || carriesSecret(k, v, h.Secrets) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, kv := range h.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if set[k] || carriesSecret(k, v, h.Secrets) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, turn...)
+}
+
+// carriesSecret reports whether the variable k=v would hand a store
+// credential to the handler.
+func carriesSecret(k, v string, secrets []string) bool {
+	u, uerr := url.Parse(v)
+	for _, s := range secrets {
+		switch {
+		case s == "":
+		case v == s:
+			return true
+		case len(s) >= minSecretMatch && strings.Contains(v, s):
+			return true
+		case uerr == nil && u.User != nil && strings.Contains(u.User.String(), s):
+			return true // a URL carrying it (a short one is not searched for everywhere)
+		}
+	}
+	if k == "HERMESQ_STORE" && (uerr != nil || u.User != nil) {
+		return true // credentials, or not a URL that can be checked
+	}
+	return false
+}
+
+// minSecretMatch: a secret at least this long is looked for inside every
+// variable; a shorter one (which would match ordinary values, PATH
+// included) only as a whole value or inside a URL's user part.
+const minSecretMatch = 6
 
 // TurnInput is the JSON written to the handler's stdin.
 type TurnInput struct {
@@ -115,20 +184,20 @@ func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnIn
 	stderr := &tailWriter{n: stderrTail}
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.Env = append(cmd.Environ(), h.Env...)
-	cmd.Env = append(cmd.Env,
-		"HERMESQ_SESSION="+in.Session,
-		"HERMESQ_ADMISSION="+in.Admission.ID,
-		"HERMESQ_TARGET="+in.Target,
-		"HERMESQ_EPOCH="+strconv.FormatUint(epoch, 10),
-		"HERMESQ_KIND="+string(in.Admission.Kind),
-		"HERMESQ_PRODUCER="+in.Admission.Producer,
-	)
+	cmd.Env = handlerEnv(os.Environ(), h, in, epoch)
 	setProcessGroup(cmd)
 	cmd.WaitDelay = waitDelay
+	// The handler dies with this thread (Linux: the parent-death signal is
+	// tied to the thread that started it), so the thread stays this
+	// goroutine's until the handler has been waited for.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		return turnResult{}, fmt.Errorf("start handler %q: %s: %w", h.Argv[0], oneLine(err), backend.ErrInvalid)
 	}
+	// Whatever way the handler ends, what it left running in its process
+	// group (a shell's background job) is killed with it.
+	defer killGroup(cmd)
 	// The timeout and the grace run from the start of the process, never
 	// before it: a start they cancelled would read as a handler that cannot
 	// be started (a configuration error, the turn given back) instead of

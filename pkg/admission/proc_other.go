@@ -7,3 +7,6 @@ import "os/exec"
 // setProcessGroup: without process groups, cancellation kills the handler
 // process itself (exec's default).
 func setProcessGroup(cmd *exec.Cmd) {}
+
+// killGroup: without process groups there is nothing left to kill.
+func killGroup(cmd *exec.Cmd) {}

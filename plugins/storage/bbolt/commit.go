@@ -76,10 +76,11 @@ func (s *Store) updateAtomic(ctx context.Context, fn func(*txn) error) error {
 }
 
 // run queues op and waits for its commit, or for ctx to end: a caller's
-// deadline bounds every write, whoever leads the group. An operation not
-// yet in a transaction is then abandoned (never written); one already in
-// flight may still commit, which the caller is told as ErrUnavailable (the
-// outcome is unknown, as for a Redis reply lost).
+// deadline bounds every write, whoever leads the group. The wait that can
+// be long (for the file lock another process holds) is the one a caller
+// leaves: an operation not yet in a transaction is abandoned and never
+// written. Once its transaction holds the file it is seen through (a
+// commit is short), so its caller learns what was really written.
 func (q *commitQueue) run(ctx context.Context, op *writeOp) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bbolt: write %s: %v (nothing written): %w", q.store.path, err, backend.ErrUnavailable)
@@ -104,12 +105,14 @@ func (q *commitQueue) run(ctx context.Context, op *writeOp) error {
 	if op.state.CompareAndSwap(opPending, opAbandoned) {
 		return fmt.Errorf("bbolt: write %s: %v (nothing written): %w", q.store.path, ctx.Err(), backend.ErrUnavailable)
 	}
-	select {
-	case <-op.done:
-		return op.err // finished as the context ended
-	default:
-	}
-	return fmt.Errorf("bbolt: write %s: %v while committing (it may have been written): %w", q.store.path, ctx.Err(), backend.ErrUnavailable)
+	<-op.done
+	return op.err
+}
+
+// take marks op as run by the transaction holding the file; false when
+// its caller abandoned it first.
+func (op *writeOp) take() bool {
+	return op.state.CompareAndSwap(opPending, opTaken) || op.state.Load() == opTaken
 }
 
 // lead commits the queued operations, again and again while more
@@ -118,14 +121,7 @@ func (q *commitQueue) run(ctx context.Context, op *writeOp) error {
 func (q *commitQueue) lead() {
 	for {
 		q.mu.Lock()
-		batch := q.pending[:0:0]
-		for _, op := range q.pending {
-			if op.state.CompareAndSwap(opPending, opTaken) {
-				batch = append(batch, op)
-			} else {
-				close(op.done)
-			}
-		}
+		batch := q.pending
 		q.pending = nil
 		if len(batch) == 0 {
 			q.leading = false
@@ -172,9 +168,21 @@ func (q *commitQueue) tryCommit(ctx context.Context, batch []*writeOp, touched *
 	if err != nil {
 		return err
 	}
-	q.commits.Add(1)
 	panicked := false
 	defer func() { s.release(panicked) }()
+	// The file is ours: the operations still wanted are run; those whose
+	// callers gave up while it was locked are dropped, unrun.
+	live := batch[:0:0]
+	for _, op := range batch {
+		if op.take() {
+			live = append(live, op)
+		}
+	}
+	batch = live
+	if len(batch) == 0 {
+		return nil
+	}
+	q.commits.Add(1)
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = true
