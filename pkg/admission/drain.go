@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -22,6 +23,10 @@ type drainer struct {
 	lostOnce sync.Once
 	lost     chan struct{} // closed when a renewal was fenced
 	lostErr  error
+	// renewedAt is when (wall clock, unix ns) the last successful
+	// acquire or renewal of the lease was sent: the lease runs until then
+	// plus its TTL at least.
+	renewedAt atomic.Int64
 
 	rep      DrainReport
 	problems []string // failed turns and misroutes, for the attention error
@@ -78,11 +83,9 @@ func (s *Service) Drain(ctx context.Context, session string, opt DrainOptions) (
 
 	close(stopRenew)
 	renewing.Wait()
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	bg, cancel := settleContext(ctx)
 	defer cancel()
-	if rerr := s.Store.ReleaseLease(bg, backend.LeaseRequest{
-		Session: session, Holder: opt.Holder, Epoch: d.lease.Epoch, Now: s.now(),
-	}); rerr != nil {
+	if rerr := d.release(bg); rerr != nil {
 		opt.Log("drain %s: release lease: %v", session, rerr)
 	}
 

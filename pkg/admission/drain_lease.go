@@ -13,11 +13,13 @@ import (
 func (d *drainer) acquire(ctx context.Context) error {
 	var b backoff
 	for {
+		sent := time.Now()
 		l, err := d.s.Store.AcquireLease(ctx, backend.LeaseRequest{
 			Session: d.session, Holder: d.opt.Holder, TTL: d.opt.Lease, Now: d.s.now(),
 		})
 		if err == nil {
 			d.lease = l
+			d.renewedAt.Store(sent.UnixNano())
 			return nil
 		}
 		if !d.opt.Wait || !errors.Is(err, backend.ErrLeaseHeld) {
@@ -33,8 +35,9 @@ func (d *drainer) acquire(ctx context.Context) error {
 
 // renew extends the lease every Lease/3 until stop is closed. A fenced
 // renewal means a newer drainer took over: the drainer stops taking work
-// (its running turn's settle will be fenced too). Other renewal errors are
-// retried at the next tick, while the lease has time left.
+// and its running handler is stopped (watchLease). Other renewal errors
+// are retried at the next tick; when they go on until the lease could
+// lapse, watchLease stops the running handler too.
 func (d *drainer) renew(stop <-chan struct{}) {
 	t := time.NewTicker(d.opt.Lease / 3)
 	defer t.Stop()
@@ -45,10 +48,14 @@ func (d *drainer) renew(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), d.opt.Lease/3)
+		sent := time.Now()
 		_, err := d.s.Store.RenewLease(ctx, backend.LeaseRequest{
 			Session: d.session, Holder: d.opt.Holder, Epoch: d.lease.Epoch, TTL: d.opt.Lease, Now: d.s.now(),
 		})
 		cancel()
+		if err == nil {
+			d.renewedAt.Store(sent.UnixNano())
+		}
 		if errors.Is(err, backend.ErrFenced) {
 			d.lostOnce.Do(func() {
 				d.lostErr = fmt.Errorf("drain %s: lease of epoch %d lost: %w", d.session, d.lease.Epoch, err)
@@ -62,6 +69,9 @@ func (d *drainer) renew(stop <-chan struct{}) {
 		}
 	}
 }
+
+// lastRenewal is when the last successful acquire or renewal was sent.
+func (d *drainer) lastRenewal() time.Time { return time.Unix(0, d.renewedAt.Load()) }
 
 func (d *drainer) leaseLost() error {
 	select {

@@ -207,7 +207,9 @@ func firstLine(s string) string {
 // note or a misroute, so neither can be left half-done.
 func (d *drainer) direct(ctx context.Context, req backend.SettleRequest) (stepResult, bool, error) {
 	req.Session, req.Epoch, req.Direct, req.Now = d.session, d.lease.Epoch, true, d.s.now()
-	a, err := d.s.Store.Settle(ctx, req)
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	a, err := d.settleDirect(sctx, req)
 	switch {
 	case err == nil:
 		d.settled(a)
@@ -250,7 +252,7 @@ func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.
 	if d.opt.Handler == nil {
 		return stepDone, false, fmt.Errorf("session %s: admission %s seq %d: %w", d.session, a.ID, a.Seq, ErrNoHandler)
 	}
-	claimed, err := d.s.Store.Claim(ctx, backend.ClaimRequest{
+	claimed, err := d.claim(ctx, backend.ClaimRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: d.lease.Epoch,
 		Mode: backend.ModeTurn, DeliveredTo: target.ID, Now: d.s.now(),
 	})
@@ -266,9 +268,11 @@ func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.
 		NotesSeen: target.NoteCount, MessageCount: target.MessageCount,
 	}
 	d.opt.Log("drain %s: running handler for %s seq %d", d.session, a.ID, a.Seq)
-	res, runErr := runHandler(ctx, d.opt.Handler, d.opt.Grace, in, d.lease.Epoch)
+	fence, stopWatch := d.watchLease()
+	res, runErr := runHandler(ctx, fence, d.opt.Handler, d.opt.Grace, in, d.lease.Epoch)
+	stopWatch()
 
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	bg, cancel := settleContext(ctx)
 	defer cancel()
 	req := backend.SettleRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: claimed.Epoch, Generation: claimed.Generation, Now: d.s.now(),
@@ -276,7 +280,7 @@ func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.
 	if runErr != nil {
 		// The handler could not start: a configuration problem, not the
 		// turn's fault. Give the admission back untouched.
-		if _, err := d.s.Store.Requeue(bg, req); err != nil {
+		if _, err := d.requeue(bg, req); err != nil {
 			runErr = joinErrors(runErr, fmt.Errorf("requeue admission %s: %w", a.ID, err))
 		}
 		return stepDone, false, fmt.Errorf("drain %s: admission %s: %w", d.session, a.ID, runErr)
@@ -290,10 +294,11 @@ func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.
 			{Transcript: target.ID, Role: backend.RoleAssistant, Content: res.reply, Metadata: md()},
 		}
 	}
-	settled, err := d.s.Store.Settle(bg, req)
+	settled, err := d.settleTurn(bg, req)
 	if err != nil {
 		// Fenced: a newer drainer owns the session; the reply is written
-		// nowhere, and the admission is theirs to resolve.
+		// nowhere, and the admission is theirs to resolve. (A settle that
+		// committed with its reply lost is not here: settleTurn saw it.)
 		return stepDone, false, fmt.Errorf("drain %s: settle admission %s (reply discarded): %w", d.session, a.ID, err)
 	}
 	d.settled(settled)

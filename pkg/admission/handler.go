@@ -134,6 +134,8 @@ const waitDelay = 5 * time.Second
 var (
 	errTimeout = errors.New("timeout")
 	errGrace   = errors.New("drain stopped")
+	// errLeaseLost: the drain lease was lost or could lapse unrenewed.
+	errLeaseLost = errors.New("the drain lease was lost")
 )
 
 // turnResult is how a handler run ended.
@@ -164,10 +166,12 @@ func (w *tailWriter) String() string {
 // runHandler runs one turn's handler process: argv executed directly (never
 // through a shell), the turn input as JSON on stdin, HERMESQ_* variables in
 // its environment, stdout as the reply. It is stopped (its whole process
-// group killed) after h.Timeout, or grace after stop is done. A handler
-// that cannot be started is an error (a configuration problem, the turn is
-// not spent); everything else is a turnResult.
-func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnInput, epoch uint64) (turnResult, error) {
+// group killed) after h.Timeout, grace after stop is done, or at once when
+// fence is done (the drain lease lost or about to lapse: another drainer
+// may run the session next, and two handlers of one session never run at
+// once). A handler that cannot be started is an error (a configuration
+// problem, the turn is not spent); everything else is a turnResult.
+func runHandler(stop, fence context.Context, h *Handler, grace time.Duration, in TurnInput, epoch uint64) (turnResult, error) {
 	if len(h.Argv) == 0 || h.Argv[0] == "" {
 		return turnResult{}, fmt.Errorf("handler command is empty: %w", backend.ErrInvalid)
 	}
@@ -211,6 +215,13 @@ func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnIn
 	go func() {
 		select {
 		case <-finished:
+		case <-fence.Done():
+			cancel(fmt.Errorf("%w: %w", errLeaseLost, context.Cause(fence)))
+		}
+	}()
+	go func() {
+		select {
+		case <-finished:
 			return
 		case <-stop.Done():
 		}
@@ -234,6 +245,8 @@ func runHandler(stop context.Context, h *Handler, grace time.Duration, in TurnIn
 		switch cause := context.Cause(runCtx); {
 		case errors.Is(cause, errTimeout):
 			return turnResult{outcome: backend.OutcomeFailed, errText: withTail(fmt.Sprintf("timeout after %s", h.Timeout))}, nil
+		case errors.Is(cause, errLeaseLost):
+			return turnResult{outcome: backend.OutcomeInterrupted, errText: withTail("killed: " + oneLine(cause))}, nil
 		case errors.Is(cause, errGrace):
 			return turnResult{outcome: backend.OutcomeInterrupted, errText: withTail(fmt.Sprintf("killed %s after the drain was stopped", grace))}, nil
 		}

@@ -53,6 +53,7 @@ func RunScenarios(t *testing.T, newStore func(t *testing.T) backend.Store) {
 		{"HumanQueuedThenSwitchedToClosed", humanQueuedThenSwitchedToClosed},
 		{"LineageAndResolveTarget", lineageAndResolveTarget},
 	}
+	scenarios = append(scenarios, faultScenarios...)
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) { sc.fn(t, newHarness(t, newStore)) })
 	}

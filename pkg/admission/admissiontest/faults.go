@@ -1,0 +1,167 @@
+package admissiontest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/admission"
+	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/backend/backendtest"
+)
+
+// faultScenarios are the write-path faults of issue 14: store writes that
+// fail before or after they commit, or stall, while the drainer lives on.
+var faultScenarios = []struct {
+	name string
+	fn   func(t *testing.T, h *harness)
+}{
+	{"Faults/TurnSettleReplyLost", turnSettleReplyLost},
+	{"Faults/TurnSettleRetried", turnSettleRetried},
+	{"Faults/NoteSettleReplyLost", noteSettleReplyLost},
+	{"Faults/ClaimReplyLost", claimReplyLost},
+	{"Faults/RequeueReplyLost", requeueReplyLost},
+	{"Faults/ReleaseRetried", releaseRetried},
+	{"Faults/LeaseFencedStopsHandler", leaseFencedStopsHandler},
+	{"Faults/LeaseUnrenewedStopsHandler", leaseUnrenewedStopsHandler},
+}
+
+// oneTurn checks that the session's one human input ran its handler once
+// and wrote its input and reply once.
+func (h *harness) oneTurn(session, id, text string) {
+	h.t.Helper()
+	h.wantState(id, "done/completed/turn")
+	h.wantStrings("handler runs", h.turnTexts(), []string{text + "/0"})
+	h.wantStrings("transcript", h.roles(session), []string{"user:" + text, "assistant:reply to " + text + " notes_seen=0"})
+}
+
+// A turn's settle commits but its reply is lost: the drainer sees its
+// retry refused, reads the admission done under its epoch and generation,
+// and counts the turn as done: one handler run, one reply, exit 0.
+func turnSettleReplyLost(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "Settle", Mode: backendtest.FailAfter})
+	rep, err := h.svc.Drain(h.ctx, "s1", h.opts())
+	if err != nil {
+		t.Fatalf("drain with the settle's reply lost: %v", err)
+	}
+	if rep.Turns != 1 || len(rep.Executed) != 1 {
+		t.Errorf("report: %d turns, %d executed; want 1, 1", rep.Turns, len(rep.Executed))
+	}
+	h.oneTurn("s1", r.Admission.ID, "IN")
+}
+
+// A settle refused for now (the store unavailable) is retried.
+func turnSettleRetried(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "Settle", Mode: backendtest.FailBefore, Times: 3})
+	if _, err := h.svc.Drain(h.ctx, "s1", h.opts()); err != nil {
+		t.Fatalf("drain with the settle failing three times: %v", err)
+	}
+	h.oneTurn("s1", r.Admission.ID, "IN")
+}
+
+// A note's settle commits but its reply is lost: one note, done.
+func noteSettleReplyLost(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.offer("s1", process.name, []string{process.id("lost")}, process.text("lost"), "")
+	h.faults.Inject(backendtest.Fault{Method: "Settle", Mode: backendtest.FailAfter})
+	rep, err := h.svc.Drain(h.ctx, "s1", h.opts())
+	if err != nil {
+		t.Fatalf("drain with the note's reply lost: %v", err)
+	}
+	if rep.Notes != 1 {
+		t.Errorf("report: %d notes, want 1", rep.Notes)
+	}
+	h.wantState(r.Admission.ID, "done/completed/note")
+	h.wantStrings("notes", h.notes("s1"), []string{process.text("lost")})
+}
+
+// A claim commits but its reply is lost: the drainer finds the admission
+// running under its epoch and runs the turn once.
+func claimReplyLost(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "Claim", Mode: backendtest.FailAfter})
+	if _, err := h.svc.Drain(h.ctx, "s1", h.opts()); err != nil {
+		t.Fatalf("drain with the claim's reply lost: %v", err)
+	}
+	h.oneTurn("s1", r.Admission.ID, "IN")
+}
+
+// A handler that cannot start gives its admission back; the requeue's
+// reply is lost: the admission is queued, and the drain reports only the
+// handler's problem.
+func requeueReplyLost(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "Requeue", Mode: backendtest.FailAfter})
+	opt := h.opts()
+	opt.Handler = &admission.Handler{Argv: []string{"/no/such/handler"}}
+	_, err := h.svc.Drain(h.ctx, "s1", opt)
+	if !errors.Is(err, backend.ErrInvalid) || strings.Contains(err.Error(), "requeue") {
+		t.Errorf("drain with a handler that cannot start: %v, want only the start failure (exit 2)", err)
+	}
+	h.wantState(r.Admission.ID, "queued//")
+}
+
+// A lease release refused for now is retried: the next drain need not wait
+// out the lease.
+func releaseRetried(t *testing.T, h *harness) {
+	h.openSession("s1")
+	h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "ReleaseLease", Mode: backendtest.FailBefore, Times: 2})
+	h.drain("s1")
+	if l := h.session("s1"); l.LeaseHolder != "" && l.LeaseLive(time.Now()) {
+		t.Errorf("lease still held by %s after the drain", l.LeaseHolder)
+	}
+	h.human("s1", "IN-2")
+	h.drain("s1") // no Wait: a held lease would fail it
+}
+
+// A renewal fenced (another drainer took the session over) stops the
+// running handler at once: it is killed, the turn interrupted.
+func leaseFencedStopsHandler(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "RenewLease", Mode: backendtest.FailBefore,
+		Err: backend.Errorf(backend.ErrFenced, "renew lease of s1 (injected)")})
+	opt := h.opts()
+	opt.Lease = time.Second
+	opt.Handler = h.handler("HQT_SLEEP=30s")
+	_, err := h.svc.Drain(h.ctx, "s1", opt)
+	if !errors.Is(err, backend.ErrFenced) {
+		t.Errorf("drain whose lease was lost: %v, want fenced (exit 5)", err)
+	}
+	a := h.admission(r.Admission.ID)
+	if a.Status == backend.StatusDone && a.Outcome == backend.OutcomeCompleted {
+		t.Errorf("the handler ran to the end after its lease was lost: %s", state(a))
+	}
+	if a.Status == backend.StatusDone && !strings.Contains(a.Error, "lease") {
+		t.Errorf("admission %s: error %q, want one naming the lease", state(a), a.Error)
+	}
+}
+
+// Renewals that keep failing as transient (a partition) stop the running
+// handler before the lease can lapse: another drainer may take the session
+// then, and two handlers of one session never run at once.
+func leaseUnrenewedStopsHandler(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "RenewLease", Mode: backendtest.FailBefore, Times: 1 << 20})
+	opt := h.opts()
+	opt.Lease = time.Second
+	opt.Handler = h.handler("HQT_SLEEP=30s")
+	_, err := h.svc.Drain(h.ctx, "s1", opt)
+	if !errors.Is(err, backend.ErrAttention) {
+		t.Errorf("drain whose renewals failed: %v, want the interrupted turn reported (exit 6)", err)
+	}
+	a := h.wantState(r.Admission.ID, "done/interrupted/turn")
+	if !strings.Contains(a.Error, "not renewed") {
+		t.Errorf("error %q, want one saying the lease was not renewed", a.Error)
+	}
+	h.faults.Disarm()
+}

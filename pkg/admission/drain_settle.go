@@ -1,0 +1,177 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// Writes that end or give back an admission (claim, settle, requeue) are
+// fenced by epoch and generation, so re-sending one is safe: a second
+// attempt after the first committed is refused, never applied twice. A
+// transient failure (the store paused, the reply of a command the server
+// ran lost on the way back) is therefore retried with backoff until the
+// settle deadline; and when a retry that follows a transient failure is
+// refused (fenced, not the head, busy), the admission is read: if it shows
+// the write's effect under this drainer's epoch, the first attempt
+// committed and only its reply was lost, and the write counts as done.
+// Without that, a settle meeting a stalled store would discard the turn's
+// reply, leave the admission running, and the next drainer would mark it
+// unknown and (with --on-unknown requeue) run the handler again.
+
+// settleContext is the context of the writes that record work done: they
+// outlive the drain's ctx (a stop must not lose a finished turn) for at
+// most settleTimeout.
+func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+}
+
+// fencedWrite runs write until it succeeds, fails for good, or ctx ends,
+// retrying transient failures. done reports whether an admission as read
+// shows write's effect; it is asked only when a retry was refused after a
+// transient failure. what names the write for messages.
+func (d *drainer) fencedWrite(ctx context.Context, what, id string,
+	write func(context.Context) (backend.Admission, error), done func(backend.Admission) bool,
+) (backend.Admission, error) {
+	var b backoff
+	transientBefore := false
+	for {
+		a, err := write(ctx)
+		switch {
+		case err == nil:
+			return a, nil
+		case transient(err):
+			transientBefore = true
+			wait := b.next()
+			d.opt.Log("drain %s: %s %s: %v; retrying in %s", d.session, what, id, err, wait)
+			if !sleep(ctx, wait) {
+				return a, err
+			}
+			continue
+		case transientBefore && (errors.Is(err, backend.ErrFenced) || errors.Is(err, backend.ErrConflict)):
+			got, rerr := d.readAdmission(ctx, id, &b)
+			if rerr == nil && done(got) {
+				d.opt.Log("drain %s: %s %s had committed; only its reply was lost", d.session, what, id)
+				return got, nil
+			}
+		}
+		return a, err
+	}
+}
+
+// readAdmission reads an admission, retrying transient failures while ctx
+// lasts.
+func (d *drainer) readAdmission(ctx context.Context, id string, b *backoff) (backend.Admission, error) {
+	for {
+		a, err := d.s.Store.GetAdmission(ctx, id)
+		if err == nil || !transient(err) {
+			return a, err
+		}
+		if !sleep(ctx, b.next()) {
+			return a, err
+		}
+	}
+}
+
+// settleTurn settles a claimed admission (a turn's end), retrying as above.
+func (d *drainer) settleTurn(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
+	return d.fencedWrite(ctx, "settle admission", req.AdmissionID,
+		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Settle(ctx, req) },
+		func(a backend.Admission) bool {
+			return a.Status == backend.StatusDone && a.Outcome == req.Outcome &&
+				a.Epoch == req.Epoch && a.Generation == req.Generation
+		})
+}
+
+// settleDirect claims and settles the queued head in one write (a note, a
+// misroute), retrying as above.
+func (d *drainer) settleDirect(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
+	return d.fencedWrite(ctx, "settle admission", req.AdmissionID,
+		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Settle(ctx, req) },
+		func(a backend.Admission) bool {
+			// Under this epoch only this drainer writes: a done admission
+			// with this write's outcome and mode is this write's.
+			return a.Status == backend.StatusDone && a.Outcome == req.Outcome && a.Epoch == req.Epoch &&
+				(req.Mode == "" || a.Mode == req.Mode)
+		})
+}
+
+// requeue gives a claimed admission back, retrying as above.
+func (d *drainer) requeue(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
+	return d.fencedWrite(ctx, "requeue admission", req.AdmissionID,
+		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Requeue(ctx, req) },
+		func(a backend.Admission) bool { return a.Status == backend.StatusQueued })
+}
+
+// claim claims the head for a turn, retrying as above: a claim whose reply
+// was lost shows the admission running under this epoch.
+func (d *drainer) claim(ctx context.Context, req backend.ClaimRequest) (backend.Admission, error) {
+	return d.fencedWrite(ctx, "claim admission", req.AdmissionID,
+		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Claim(ctx, req) },
+		func(a backend.Admission) bool {
+			return a.Status == backend.StatusRunning && a.Epoch == req.Epoch && a.Mode == req.Mode
+		})
+}
+
+// release gives the lease up, retrying transient failures until the settle
+// deadline (a release is a no-op once done, so re-sending it is safe): a
+// lease left held would make the next drain wait out its TTL.
+func (d *drainer) release(ctx context.Context) error {
+	var b backoff
+	for {
+		err := d.s.Store.ReleaseLease(ctx, backend.LeaseRequest{
+			Session: d.session, Holder: d.opt.Holder, Epoch: d.lease.Epoch, Now: d.s.now(),
+		})
+		if err == nil || !transient(err) {
+			return err
+		}
+		if !sleep(ctx, b.next()) {
+			return fmt.Errorf("release lease: %w", err)
+		}
+	}
+}
+
+// watchLease returns a context that ends when this drainer can no longer
+// count on its lease: a renewal was fenced (another drainer took over), or
+// the last successful renewal is so old that the lease may lapse before the
+// next one (renewals failing as transient: a partition, a paused store).
+// A turn's handler is stopped then, so that two handlers of one session
+// never run at once. stop ends the watch.
+func (d *drainer) watchLease() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		t := time.NewTicker(leaseWatchTick(d.opt.Lease))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.lost:
+				cancel(d.lostErr)
+				return
+			case <-t.C:
+				if age := time.Since(d.lastRenewal()); age >= d.opt.Lease-leaseMargin(d.opt.Lease) {
+					cancel(fmt.Errorf("drain %s: lease of epoch %d not renewed for %s (lease %s): %w",
+						d.session, d.lease.Epoch, age.Round(time.Millisecond), d.opt.Lease, backend.ErrFenced))
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
+
+// leaseMargin is how long before a lease could lapse, unrenewed, that the
+// running handler is stopped: a sixth of the lease, after two renewals in a
+// row have failed (renewals run every third).
+func leaseMargin(lease time.Duration) time.Duration { return lease / 6 }
+
+func leaseWatchTick(lease time.Duration) time.Duration {
+	if t := lease / 30; t > 10*time.Millisecond {
+		return t
+	}
+	return 10 * time.Millisecond
+}
