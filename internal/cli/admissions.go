@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -11,30 +10,6 @@ import (
 )
 
 // Commands that act on one admission by id: show, find, resolve, cancel.
-
-// admissionRun is storeRun for a command on one admission: the admission
-// id is checked, then check (may be nil), before the store is opened; then
-// the principal must be allowed act on the admission's session.
-func admissionRun(f *Factory, id string, act backend.Action, check func() error, run func(p *printer, st backend.Store) error) error {
-	return storeRun(f, func() error {
-		if err := backend.ValidateToken("admission id", id); err != nil {
-			return err
-		}
-		if check != nil {
-			return check()
-		}
-		return nil
-	}, func(p *printer, st backend.Store, cfg *Config) error {
-		if _, err := admission.AuthorizeAdmission(context.Background(), st, id, cfg.Principal, act); err != nil {
-			return err
-		}
-		return run(p, st)
-	})
-}
-
-func printAdmission(p *printer, a backend.Admission) error {
-	return p.object(a, func(w io.Writer) error { return admissionFields(w, a) })
-}
 
 func newShowCmd(f *Factory) *cobra.Command {
 	return &cobra.Command{

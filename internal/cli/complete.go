@@ -137,3 +137,17 @@ func completeAdmissionIDs(f *Factory) cobra.CompletionFunc {
 
 // maxAdmissionCompletions bounds the admission ids one TAB lists.
 const maxAdmissionCompletions = 200
+
+// fixedCompletion completes a flag or argument from a fixed list, without
+// files.
+func fixedCompletion(values ...string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var out []cobra.Completion
+		for _, v := range values {
+			if strings.HasPrefix(v, toComplete) {
+				out = append(out, v)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

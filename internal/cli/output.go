@@ -233,3 +233,41 @@ func messageText(w io.Writer, m backend.Message) error {
 	_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, esc(string(m.Role)), escapeText(m.Content, true))
 	return err
 }
+
+// sessionFields is a session as "key: value" lines.
+func sessionFields(w io.Writer, s backend.Session, now time.Time) error {
+	lease := "none"
+	if s.LeaseHolder != "" {
+		state := "expired"
+		if s.LeaseLive(now) {
+			state = "live"
+		}
+		lease = fmt.Sprintf("%s until %s (%s)", s.LeaseHolder, timeText(s.LeaseExpiresAt), state)
+	}
+	grants := "-"
+	if len(s.Grants) > 0 {
+		var gs []string
+		for _, g := range s.Grants {
+			gs = append(gs, grantText(g))
+		}
+		grants = strings.Join(gs, ", ")
+	}
+	return fields(w, [][2]string{
+		{"id", s.ID},
+		{"owner", s.Owner},
+		{"granted", grants},
+		{"current transcript", s.CurrentTranscript},
+		{"state", s.State()},
+		{"depth", fmt.Sprint(s.Queued)},
+		{"running", fmt.Sprint(s.Running)},
+		{"unknown", fmt.Sprint(s.Unknown)},
+		{"viewers", fmt.Sprint(s.Viewers)},
+		{"epoch", fmt.Sprint(s.Epoch)},
+		{"lease", lease},
+		{"created at", timeText(s.CreatedAt)},
+	})
+}
+
+func printAdmission(p *printer, a backend.Admission) error {
+	return p.object(a, func(w io.Writer) error { return admissionFields(w, a) })
+}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"io"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -68,26 +66,4 @@ func (o *queueOptions) filter() (f backend.AdmissionFilter, err error) {
 	f.Outcomes, err = enumFlag("outcome", o.outcomeSet, o.Outcomes,
 		backend.OutcomeCompleted, backend.OutcomeFailed, backend.OutcomeInterrupted, backend.OutcomeCancelled)
 	return f, err
-}
-
-// enumFlag parses the values of a list flag, each one of allowed; set says
-// whether the flag was given at all.
-func enumFlag[T ~string](name string, set bool, values []string, allowed ...T) ([]T, error) {
-	words := make([]string, len(allowed))
-	for i, a := range allowed {
-		words[i] = string(a)
-	}
-	want := strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
-	if set && len(values) == 0 {
-		return nil, backend.Errorf(backend.ErrInvalid, "--%s is empty: want %s", name, want)
-	}
-	var out []T
-	for _, v := range values {
-		v = strings.TrimSpace(v)
-		if !slices.Contains(words, v) {
-			return nil, backend.Errorf(backend.ErrInvalid, "%s %q: want %s", name, v, want)
-		}
-		out = append(out, T(v))
-	}
-	return out, nil
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -122,22 +121,6 @@ func (o *replayOptions) request() (admission.ReplayRequest, error) {
 		}
 	}
 	return req, nil
-}
-
-// parseSince reads a --since value: a positive duration back from now, or
-// an RFC 3339 time.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		if d <= 0 {
-			return time.Time{}, backend.Errorf(backend.ErrInvalid, "--since %s: want a positive duration", s)
-		}
-		return now.Add(-d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, backend.Errorf(backend.ErrInvalid, "--since %q: want a duration (24h) or an RFC 3339 time", s)
-	}
-	return t, nil
 }
 
 func (o *replayOptions) run(cmd *cobra.Command) error {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -115,22 +114,3 @@ func markRunErrors(c *cobra.Command) {
 		markRunErrors(sub)
 	}
 }
-
-// fixedCompletion completes a flag or argument from a fixed list, without
-// files.
-func fixedCompletion(values ...string) cobra.CompletionFunc {
-	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		var out []cobra.Completion
-		for _, v := range values {
-			if strings.HasPrefix(v, toComplete) {
-				out = append(out, v)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-}
-
-// groupRun is the run function of a command that only groups subcommands
-// (session, viewer): without arguments it prints its help; an unknown
-// subcommand is a usage error (cobra's NoArgs check), not help with exit 0.
-func groupRun(cmd *cobra.Command, _ []string) error { return cmd.Help() }

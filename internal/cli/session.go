@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,83 +29,6 @@ func newSessionCmd(f *Factory) *cobra.Command {
 		newSessionRevokeCmd(f),
 	)
 	return cmd
-}
-
-// sessionFields is a session as "key: value" lines.
-func sessionFields(w io.Writer, s backend.Session, now time.Time) error {
-	lease := "none"
-	if s.LeaseHolder != "" {
-		state := "expired"
-		if s.LeaseLive(now) {
-			state = "live"
-		}
-		lease = fmt.Sprintf("%s until %s (%s)", s.LeaseHolder, timeText(s.LeaseExpiresAt), state)
-	}
-	grants := "-"
-	if len(s.Grants) > 0 {
-		var gs []string
-		for _, g := range s.Grants {
-			gs = append(gs, grantText(g))
-		}
-		grants = strings.Join(gs, ", ")
-	}
-	return fields(w, [][2]string{
-		{"id", s.ID},
-		{"owner", s.Owner},
-		{"granted", grants},
-		{"current transcript", s.CurrentTranscript},
-		{"state", s.State()},
-		{"depth", fmt.Sprint(s.Queued)},
-		{"running", fmt.Sprint(s.Running)},
-		{"unknown", fmt.Sprint(s.Unknown)},
-		{"viewers", fmt.Sprint(s.Viewers)},
-		{"epoch", fmt.Sprint(s.Epoch)},
-		{"lease", lease},
-		{"created at", timeText(s.CreatedAt)},
-	})
-}
-
-// storeRun is the body of a command that uses the store: check the
-// command line first, so bad input exits 2 whatever state the store is in,
-// then run with the printer, the store and the config. check may be nil.
-func storeRun(f *Factory, check func() error, run func(p *printer, st backend.Store, cfg *Config) error) error {
-	cfg, p, err := f.configAndPrinter()
-	if err != nil {
-		return err
-	}
-	if check != nil {
-		if err := check(); err != nil {
-			return err
-		}
-	}
-	st, err := f.Store()
-	if err != nil {
-		return err
-	}
-	return run(p, st, cfg)
-}
-
-// sessionRun is storeRun for a command on one session: the session id is
-// checked, then check (may be nil); once the store is open, the principal
-// must be allowed act on the session (admission.Authorize; act "" checks
-// nothing: open, and commands that check themselves).
-func sessionRun(f *Factory, id string, act backend.Action, check func() error, run func(p *printer, st backend.Store, cfg *Config) error) error {
-	return storeRun(f, func() error {
-		if err := backend.ValidateID("session", id); err != nil {
-			return err
-		}
-		if check != nil {
-			return check()
-		}
-		return nil
-	}, func(p *printer, st backend.Store, cfg *Config) error {
-		if act != "" {
-			if _, err := admission.Authorize(context.Background(), st, id, cfg.Principal, act, ""); err != nil {
-				return err
-			}
-		}
-		return run(p, st, cfg)
-	})
 }
 
 func newSessionOpenCmd(f *Factory) *cobra.Command {
