@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,4 +188,50 @@ func hasLine(text, prefix, suffix string) bool {
 		}
 	}
 	return false
+}
+
+// TestReplayVolume is issue 9, acceptance 1 at admit --batch volume, on both
+// stores: 600 settled admissions replayed by session (several store calls),
+// then again: 600 new admissions the first time, none the second.
+func TestReplayVolume(t *testing.T) {
+	forEachStore(t, func(t *testing.T, c *cli) {
+		const n = 600
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, `{"session":"s1","producer":"ci","identities":["build:%d"],"text":"[finished] build %d"}`+"\n", i, i)
+		}
+		c.ok("session", "open", "s1")
+		if r := c.runStdin(b.String(), "admit", "--batch", "-"); r.code != 0 {
+			t.Fatalf("%v", r)
+		}
+		c.ok("drain", "s1") // notes: nobody watches
+		var first, second []replayOut
+		c.jsonOut(&first, "replay", "--session", "s1", "--outcome", "completed")
+		c.jsonOut(&second, "replay", "--session", "s1", "--outcome", "completed")
+		count := func(rs []replayOut, result string) int {
+			k := 0
+			for _, r := range rs {
+				if r.Result == result {
+					k++
+				}
+			}
+			return k
+		}
+		if len(first) != n || count(first, "replayed") != n {
+			t.Fatalf("first replay: %d results, %d replayed; want %d", len(first), count(first, "replayed"), n)
+		}
+		if len(second) != n || count(second, "duplicate") != n {
+			t.Fatalf("second replay: %d results, %d duplicates; want %d", len(second), count(second, "duplicate"), n)
+		}
+		var queued []backend.Admission
+		c.jsonOut(&queued, "queue", "s1", "--status", "queued")
+		if len(queued) != n {
+			t.Fatalf("%d replays queued, want %d", len(queued), n)
+		}
+		for i, a := range queued {
+			if a.ReplayOf != first[i].Original || a.Text() != fmt.Sprintf("[finished] build %d", i) {
+				t.Fatalf("replay %d: %+v", i, a)
+			}
+		}
+	})
 }
