@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesq/hermesq/internal/redistest"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -43,11 +46,49 @@ func chaosSize(t *testing.T) (inputs, sessions int) {
 func TestChaos(t *testing.T) {
 	inputs, sessions := chaosSize(t)
 	for _, st := range storeURLs(t) {
-		t.Run(st.Name, func(t *testing.T) { chaos(t, newCLI(t, st.URL(t)), inputs, sessions) })
+		t.Run(st.Name, func(t *testing.T) { chaos(t, newCLI(t, st.URL(t)), inputs, sessions, nil) })
 	}
 }
 
-func chaos(t *testing.T, c *cli, inputs, sessions int) {
+// TestChaosStoreFaults is issue 14's store-fault mode: the same inputs and
+// drainers, none of them killed, while Redis pauses writes (CLIENT PAUSE
+// WRITE, up to 3 s: past the point where a drainer's 3 s lease could lapse
+// unrenewed) or drops every client connection (CLIENT KILL) at random
+// moments. At the end: nothing lost, no note or reply written twice, and no
+// two handlers of one session ever ran at once (each handler holds a
+// per-session lock while it runs and records any overlap; the intervals of
+// the runs that logged are checked too). A turn may run again when its
+// drainer lost the lease mid-turn (--on-unknown requeue), never at once.
+func TestChaosStoreFaults(t *testing.T) {
+	inputs, sessions := chaosSize(t)
+	srv := redistest.Start(t)
+	chaos(t, newCLI(t, withPrefix(t, srv.URL())), inputs, sessions, srv)
+}
+
+// storeFault makes one random fault of the Redis srv: writes paused for a
+// while, or every client connection dropped.
+func storeFault(srv *redistest.Server, rng *rand.Rand) string {
+	if rng.IntN(2) == 0 {
+		ms := 100 + rng.IntN(2900)
+		_, _ = srv.Do("CLIENT", "PAUSE", strconv.Itoa(ms), "WRITE")
+		return fmt.Sprintf("pause %dms", ms)
+	}
+	_, _ = srv.Do("CLIENT", "KILL", "TYPE", "normal")
+	return "connections dropped"
+}
+
+// chaosPause is the time between two kills (200 ms–1.5 s) or two store
+// faults (100–700 ms: the store recovers from each in well under that).
+func chaosPause(rng *rand.Rand, storeFaults bool) time.Duration {
+	if storeFaults {
+		return time.Duration(100+rng.IntN(600)) * time.Millisecond
+	}
+	return time.Duration(200+rng.IntN(1300)) * time.Millisecond
+}
+
+// chaos runs the chaos test on c. With srv nil it kills drainers with
+// SIGKILL; with srv it leaves them alone and makes srv fail instead.
+func chaos(t *testing.T, c *cli, inputs, sessions int, srv *redistest.Server) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	t.Logf("%d inputs across %d sessions", inputs, sessions)
 	name := func(s int) string { return fmt.Sprintf("chaos-%02d", s) }
@@ -81,12 +122,14 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 
 	// Drainers, killed and restarted by the chaos loop.
 	drainArgs := []string{"drain", "--all", "--follow", "--on-unknown", "requeue", "--lease", "3s", "--parallel", "4", "--", "handler"}
-	env := []string{"HERMESQ_EXAMPLE_SLEEP=10ms"}
+	lockDir := t.TempDir()
+	env := []string{"HERMESQ_EXAMPLE_SLEEP=10ms", "HERMESQ_EXAMPLE_EXCLUSIVE=" + lockDir}
 	var (
 		mu       sync.Mutex
 		drainers = []*bg{c.start(env, drainArgs...), c.start(env, drainArgs...)}
 		killed   = map[int]bool{} // pids of killed drainers
 		started  = map[int]*bg{}  // every drainer, by pid
+		faults   = 0              // store faults made (with srv)
 	)
 	for _, d := range drainers {
 		started[d.pid()] = d
@@ -101,9 +144,16 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 			case <-stopKills:
 				killsDone <- kills
 				return
-			case <-time.After(time.Duration(200+killRng.IntN(1300)) * time.Millisecond):
+			case <-time.After(chaosPause(killRng, srv != nil)):
 			}
 			mu.Lock()
+			if srv != nil {
+				t.Logf("store fault: %s", storeFault(srv, killRng))
+				faults++
+				mu.Unlock()
+				kills++
+				continue
+			}
 			i := killRng.IntN(len(drainers))
 			d := drainers[i]
 			killed[d.pid()] = true
@@ -145,6 +195,9 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 	if inputs >= 1000 {
 		minKills = 10
 	}
+	if srv != nil {
+		minKills *= 4
+	}
 	total := func() (done int) {
 		for s := 0; s < sessions; s++ {
 			for _, a := range c.all(name(s)) {
@@ -158,16 +211,21 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 	killDeadline := time.Now().Add(time.Minute)
 	for time.Now().Before(killDeadline) {
 		mu.Lock()
-		n := len(killed)
+		n := len(killed) + faults
 		mu.Unlock()
-		if n >= minKills || total() >= inputs {
+		if n >= minKills || (srv == nil && total() >= inputs) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	close(stopKills)
 	kills := <-killsDone
-	t.Logf("drainers killed with SIGKILL and restarted: %d", kills)
+	if srv != nil {
+		_, _ = srv.Do("CLIENT", "UNPAUSE")
+		t.Logf("store faults (writes paused, connections dropped): %d", kills)
+	} else {
+		t.Logf("drainers killed with SIGKILL and restarted: %d", kills)
+	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for total() < inputs && time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
@@ -241,7 +299,12 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 				if len(r) == 0 {
 					t.Errorf("%s: turn %q completed without a handler run", session, a.Text())
 				}
-				if len(r) > 1 {
+				if len(r) > 1 && srv != nil {
+					// No drainer was killed: a turn ran again only after its
+					// drainer lost the lease (its run was then cut off, or
+					// its settle fenced); never at once (checked below).
+					rerun++
+				} else if len(r) > 1 {
 					rerun++
 					// Every run but the settled one had its drainer killed.
 					alive := 0
@@ -282,6 +345,24 @@ func chaos(t *testing.T, c *cli, inputs, sessions int) {
 		}
 	}
 	t.Logf("%d turns, %d notes; %d turns ran again after a kill", turns, notes, rerun)
+
+	// No two handlers of one session ever ran at once: none found another's
+	// lock held, and the logged runs of each session do not overlap.
+	if b, err := os.ReadFile(filepath.Join(lockDir, "overlaps")); err == nil && len(b) > 0 {
+		t.Errorf("handlers of one session ran at once:\n%s", b)
+	}
+	bySession := map[string][]handlerCall{}
+	for _, call := range calls {
+		bySession[call.Session] = append(bySession[call.Session], call)
+	}
+	for session, cs := range bySession {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].Handler.StartedAt < cs[j].Handler.StartedAt })
+		for i := 1; i < len(cs); i++ {
+			if cs[i].Handler.StartedAt < cs[i-1].Handler.EndedAt {
+				t.Errorf("%s: handler %d started before handler %d ended", session, cs[i].Handler.PID, cs[i-1].Handler.PID)
+			}
+		}
+	}
 }
 
 func abbrevTail(s string, n int) string {

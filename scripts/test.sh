@@ -34,17 +34,17 @@ echo "== fuzz: batch line parser and import reader (20s each)"
 for target in FuzzParseBatchLine FuzzReadRecords; do
   go test -run '^$' -fuzz "^${target}\$" -fuzztime "${HERMESQ_FUZZTIME:-20s}" -fuzzminimizetime 5s -parallel 2 ./internal/cli/
 done
-echo "== soak: chaos and Redis faults (bounded)"
+echo "== soak: chaos (drainers killed; Redis writes paused and connections dropped) and Redis faults (bounded)"
 # -v for the figures the soak reports (kills survived, admits re-run): on
 # success only the results and those lines are shown, on failure everything.
 soak_log=$(mktemp)
 trap 'rm -f "$soak_log"' EXIT
 if ! HERMESQ_CHAOS=1 HERMESQ_CHAOS_INPUTS="${HERMESQ_CHAOS_INPUTS:-2000}" HERMESQ_FAULT_N="${HERMESQ_FAULT_N:-5000}" \
-  go test -count=1 -v -timeout 20m -run 'Chaos|Fault' ./acceptance/ >"$soak_log" 2>&1; then
+  go test -count=1 -v -timeout 20m -run 'Chaos|ChaosStoreFaults|Fault' ./acceptance/ >"$soak_log" 2>&1; then
   cat "$soak_log"
   exit 1
 fi
-grep -E '^(--- |ok)|inputs across|killed with SIGKILL|turns ran again|failed with 75' "$soak_log"
+grep -E '^(--- |ok)|inputs across|killed with SIGKILL|store faults|turns ran again|failed with 75' "$soak_log"
 echo "== bench -quick (checks that every figure runs; speed is not judged here)"
 # The bench is its own module (it measures asynq beside hermesq); the README's
 # "Performance" section has the full run and its figures.

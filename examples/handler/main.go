@@ -14,6 +14,10 @@
 //	                          turn input plus "handler":{"pid","ppid","started_at",
 //	                          "ended_at"} (times in Unix nanoseconds; ppid, the
 //	                          drainer, read at start), written before the reply
+//	HERMESQ_EXAMPLE_EXCLUSIVE=DIR  hold an exclusive lock on DIR/<session>.lock while
+//	                          running; if another handler of the session holds it,
+//	                          append a line to DIR/overlaps (two handlers of one
+//	                          session must never run at once)
 //
 // Usage: hermesq drain SESSION -- handler
 package main
@@ -24,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -51,6 +56,11 @@ func run() error {
 	var in turnInput
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return fmt.Errorf("turn input is not JSON: %w", err)
+	}
+	if dir := os.Getenv("HERMESQ_EXAMPLE_EXCLUSIVE"); dir != "" {
+		if err := exclusive(dir, in.Session); err != nil {
+			return err
+		}
 	}
 	if d := os.Getenv("HERMESQ_EXAMPLE_SLEEP"); d != "" {
 		dur, err := time.ParseDuration(d)
@@ -99,4 +109,24 @@ func logInvocation(file string, raw []byte, started time.Time, ppid int) error {
 		return fmt.Errorf("HERMESQ_EXAMPLE_LOG: %w", err)
 	}
 	return f.Close()
+}
+
+// exclusive takes the session's lock in dir for the life of this process
+// (the kernel drops it when the process ends, killed or not); when another
+// handler holds it, that overlap is recorded in dir/overlaps.
+func exclusive(dir, session string) error {
+	held, err := lockSession(filepath.Join(dir, session+".lock"))
+	if err != nil {
+		return fmt.Errorf("HERMESQ_EXAMPLE_EXCLUSIVE: %w", err)
+	}
+	if held {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "overlaps"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("HERMESQ_EXAMPLE_EXCLUSIVE: %w", err)
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "session %s: handler %d started while another ran\n", session, os.Getpid())
+	return err
 }
