@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -25,48 +26,120 @@ import (
 // requests that error, and the other sessions' results stand, committed.
 // Only when the first session tried fails as unavailable and no other
 // commits is the failure the call's (nothing admitted).
+//
+// Concurrent calls of the process are pipelined: while one round is on its
+// way, the calls arriving wait and then go together, each session's
+// requests of all of them in one script (in arrival order), so concurrent
+// callers share round trips. Each call's results are judged as above on
+// the sessions it wrote to.
 func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backend.AdmitResult, error) {
-	out := make([]backend.AdmitResult, len(reqs))
-	var order []string
-	bySession := map[string][]int{}
-	for i := range reqs {
-		req := &reqs[i]
-		if err := s.checkAdmit(req); err != nil {
-			out[i] = backend.AdmitResult{Err: err}
-			continue
-		}
-		if _, ok := bySession[req.Session]; !ok {
-			order = append(order, req.Session)
-		}
-		bySession[req.Session] = append(bySession[req.Session], i)
+	c := &admitCall{reqs: reqs, done: make(chan struct{})}
+	g := &s.admits
+	g.mu.Lock()
+	g.pending = append(g.pending, c)
+	lead := g.leading < maxAdmitRounds
+	if lead {
+		g.leading++
 	}
-	var firstErr error
-	committed := false
-	for n, sid := range order {
+	g.mu.Unlock()
+	if lead {
+		s.leadAdmits(context.WithoutCancel(ctx))
+	}
+	<-c.done
+	return c.out, c.err
+}
+
+// admitGroup is the queue of concurrent Admit calls.
+type admitGroup struct {
+	mu      sync.Mutex
+	pending []*admitCall
+	leading int // rounds on their way
+}
+
+// maxAdmitRounds bounds the rounds of Admit calls on their way at once: a
+// round is two round trips (the lookups, the script). One at a time: on a
+// loaded machine fewer, larger rounds did better than overlapping ones.
+const maxAdmitRounds = 1
+
+type admitCall struct {
+	reqs []backend.AdmitRequest
+	out  []backend.AdmitResult
+	err  error
+	done chan struct{}
+}
+
+// leadAdmits sends the calls waiting as one round, then hands its lead on
+// to a new goroutine if more arrived, so the caller that led returns.
+func (s *Store) leadAdmits(ctx context.Context) {
+	g := &s.admits
+	g.mu.Lock()
+	calls := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	if len(calls) > 0 {
+		s.admitCalls(ctx, calls)
+	}
+	g.mu.Lock()
+	more := len(g.pending) > 0
+	if !more {
+		g.leading--
+	}
+	g.mu.Unlock()
+	if more {
+		go s.leadAdmits(ctx)
+	}
+}
+
+// admitCalls commits the requests of calls, one script per session.
+func (s *Store) admitCalls(ctx context.Context, calls []*admitCall) {
+	type at struct{ call, req int }
+	var order []string
+	bySession := map[string][]at{}
+	for ci, c := range calls {
+		c.out = make([]backend.AdmitResult, len(c.reqs))
+		for i := range c.reqs {
+			req := &c.reqs[i]
+			if err := s.checkAdmit(req); err != nil {
+				c.out[i] = backend.AdmitResult{Err: err}
+				continue
+			}
+			if _, ok := bySession[req.Session]; !ok {
+				order = append(order, req.Session)
+			}
+			bySession[req.Session] = append(bySession[req.Session], at{ci, i})
+		}
+	}
+	// Per call: the error of the first of its sessions tried, and whether
+	// any of its sessions committed.
+	tried := make([]bool, len(calls))
+	firstErr := make([]error, len(calls))
+	committed := make([]bool, len(calls))
+	for _, sid := range order {
 		idx := bySession[sid]
 		group := make([]backend.AdmitRequest, len(idx))
-		for j, i := range idx {
-			group[j] = reqs[i]
+		for j, x := range idx {
+			group[j] = calls[x.call].reqs[x.req]
 		}
 		res, err := s.admitSession(ctx, sid, group)
-		if err != nil {
-			if n == 0 {
-				firstErr = err
+		for j, x := range idx {
+			c := calls[x.call]
+			if !tried[x.call] {
+				tried[x.call], firstErr[x.call] = true, err
 			}
-			for _, i := range idx {
-				out[i] = backend.AdmitResult{Err: err}
+			if err != nil {
+				c.out[x.req] = backend.AdmitResult{Err: err}
+				continue
 			}
-			continue
-		}
-		committed = true
-		for j, i := range idx {
-			out[i] = res[j]
+			committed[x.call] = true
+			c.out[x.req] = res[j]
 		}
 	}
-	if firstErr != nil && !committed && backend.CodeOf(firstErr) == backend.CodeUnavailable {
-		return nil, firstErr
+	for ci, c := range calls {
+		if err := firstErr[ci]; err != nil && !committed[ci] && backend.CodeOf(err) == backend.CodeUnavailable {
+			c.out, c.err = nil, err
+		}
+		close(c.done)
 	}
-	return out, nil
 }
 
 func (s *Store) checkAdmit(req *backend.AdmitRequest) error {

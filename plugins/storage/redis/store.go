@@ -42,6 +42,7 @@ type Store struct {
 	timeout time.Duration
 	desc    string // redacted URL, for messages
 	db      int    // database number, for messages
+	admits  admitGroup
 }
 
 var _ backend.Store = (*Store)(nil)

@@ -24,6 +24,10 @@
 -- {'closed', current transcript}.
 local sid = ARGV[2]
 local changed = false
+-- The session hash is read once for all the requests; next_seq is counted
+-- here and written once at the end.
+local S = hgetall(KEYS[1])
+local seq_dirty = false
 
 -- permits is backend.Permits for admitting: the owner admits anything; a
 -- grant (KEYS[2]: principal -> {"role","producers"}) of writer admits human
@@ -62,7 +66,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     return reply('duplicate', id, false, {id}, string.rep('d', #idents))
   end
 
-  local s = hgetall(KEYS[1])
+  local s = S
   if not s then
     if kind ~= 'human' or not create then return {'not_found'} end
     redis.call('HSET', KEYS[1], 'id', sid, 'owner', principal, 'current', sid, 'epoch', 0,
@@ -73,7 +77,8 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
       putrec(KEYS[3], sid, {id = sid, session = sid, parent = '', child = '', ended_at = '',
         end_reason = '', message_count = 0, note_count = 0, created_at = now, n = 1})
     end
-    s = hgetall(KEYS[1])
+    S = hgetall(KEYS[1])
+    s = S
   end
 
   if not permits(s, principal, kind, producer) then
@@ -148,20 +153,27 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
   end
 
   local seq = tonumber(s.next_seq)
-  redis.call('HSET', KEYS[1], 'next_seq', seq + 1)
+  s.next_seq = seq + 1
+  seq_dirty = true
   local rec = {id = id, session = sid, seq = seq, kind = kind, producer = producer,
     principal = principal, request_id = request_id, pinned_target = pinned, delivered_to = '',
     status = 'queued', outcome = '', mode = '', epoch = 0, generation = 0, admitted_at = now,
     started_at = '', settled_at = '', replay_of = replay_of, error = ''}
-  putrec(KEYS[4], id, rec)
+  local enc = cjson.encode(rec)
+  redis.call('HSET', KEYS[4], id, enc)
   redis.call('HSET', KEYS[5], id, payload)
-  if #new_ids > 0 then redis.call('HSET', KEYS[6], id, table.concat(new_ids, '\0')) end
+  local idlist = ''
+  if #new_ids > 0 then
+    idlist = table.concat(new_ids, '\0')
+    redis.call('HSET', KEYS[6], id, idlist)
+  end
   redis.call('ZADD', KEYS[7], seq, id)
   redis.call('ZADD', KEYS[8], seq, id)
   changed = true
   local result = 'admitted'
   if #new_ids > 1 then result = 'coalesced' end
-  return reply(result, id, differs, dups, table.concat(idres))
+  -- The reply is built from what was just written, not read back.
+  return {'ok', result, enc, payload, idlist, differs and '1' or '0', table.concat(dups, '\0'), table.concat(idres)}
 end
 
 local out = {}
@@ -184,5 +196,6 @@ while i <= #ARGV do
     ARGV[i + 6], ARGV[i + 7], ARGV[i + 8] == '1', ARGV[i + 9] == '1', ARGV[i + 10], idents, parts)
   i = at + 1 + 3 * np
 end
+if seq_dirty then redis.call('HSET', KEYS[1], 'next_seq', S.next_seq) end
 if changed then publish(ARGV[1], sid) end
 return out
