@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,13 +109,7 @@ func runDoctor(ctx context.Context, f *Factory) error {
 const timeoutSlack = 30 * time.Second
 
 // redactURL is a store URL without its password.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable store URL)"
-	}
-	return u.Redacted()
-}
+func redactURL(s string) string { return backend.Redact(s) }
 
 // doctorStateDir checks the folder of a bbolt store in the default place.
 func doctorStateDir(add func(check, status, detail, repair string), cfg *Config) {

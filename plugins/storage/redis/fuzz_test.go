@@ -1,0 +1,103 @@
+package redis
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// FuzzReplyDecoder: the decoders of script replies (an admission record
+// with its payload and identities, a transcript record, a session reply)
+// never panic on anything a server could send; what they refuse is
+// ErrInternal.
+func FuzzReplyDecoder(f *testing.F) {
+	f.Add(`{"id":"a","session":"s1","seq":1,"kind":"human","principal":"p","status":"queued","admitted_at":1}`, `{"text":"x"}`, "i1\x00i2",
+		"id\x00s1\x00owner\x00alice\x00current\x00s1\x00epoch\x003", "bob\x00{\"role\":\"writer\"}")
+	f.Add(`{"id":"t","session":"s1","n":2,"message_count":2}`, "", "", "", "bob\x00not json")
+	f.Add("", "", "", "odd", "x")
+	f.Add("[]", "null", "\x00", "\x00\x00\x00", "\x00")
+	f.Fuzz(func(t *testing.T, rec, payload, idents, flat, grants string) {
+		ok := func(what string, err error) {
+			if err != nil && !errors.Is(err, backend.ErrInternal) {
+				t.Fatalf("%s: error %v is not ErrInternal", what, err)
+			}
+		}
+		_, err := decodeAdmission(rec, payload, idents)
+		ok("admission", err)
+		_, _, err = decodeTranscript(rec)
+		ok("transcript", err)
+		toAny := func(s string) []any {
+			var out []any
+			if s == "" {
+				return out
+			}
+			for _, p := range strings.Split(s, "\x00") {
+				out = append(out, p)
+			}
+			return out
+		}
+		reply := []any{"ok", toAny(flat), toAny(grants), int64(len(rec)), int64(1), "x", int64(-1), rec}
+		_, err = decodeSession(reply)
+		ok("session", err)
+		_, err = decodeSession(reply[:len(flat)%8])
+		ok("short session", err)
+	})
+}
+
+// FuzzStoreURL: store URL parsing never panics; a URL it accepts has a
+// host and a prefix without braces; a refusal is ErrInvalid; neither the
+// parsed configuration nor the error ever shows the password.
+func FuzzStoreURL(f *testing.F) {
+	for _, s := range []string{
+		"redis://127.0.0.1:6379/0",
+		"redis://user:s3cret-pw@h1:1,h2:2/3?prefix=x&cluster=1",
+		"rediss://:s3cret-pw@h/0?ca=/x&insecure_skip_verify=1&server_name=n",
+		"redis://s3cret-pw@h:99999/x",
+		"redis://h/0?sentinel=m&prefix={x}",
+		"redis://h/0?unknown=1",
+		"redis://[::1]:6379/-1",
+		"bbolt:///tmp/x.db",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		c, err := ParseURL(u)
+		pass := ""
+		if u.User != nil {
+			p, set := u.User.Password()
+			if !set {
+				p = u.User.Username()
+			}
+			pass = p
+		}
+		// The password leaks when a message shows it, unless the URL
+		// also holds the same string outside its user part.
+		rest := *u
+		rest.User = nil
+		leaks := func(s string) bool {
+			return len(pass) >= 6 && strings.Contains(s, pass) && !strings.Contains(rest.String(), pass) && !strings.Contains(raw[strings.Index(raw, "@")+1:], pass)
+		}
+		if err != nil {
+			if !errors.Is(err, backend.ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			if leaks(err.Error()) {
+				t.Fatalf("error shows the password: %v", err)
+			}
+			return
+		}
+		if len(c.Hosts) == 0 || c.Prefix == "" || strings.ContainsAny(c.Prefix, "{}") {
+			t.Fatalf("accepted %q as %+v", raw, c.Hosts)
+		}
+		if leaks(c.String()) {
+			t.Fatalf("configuration shows the password: %s", c.String())
+		}
+	})
+}
