@@ -50,6 +50,16 @@ is reported (bbolt: the file; Redis: used_memory of the server).
 				return nil
 			}
 			return storeRun(f, check, func(p *printer, st backend.Store, cfg *Config) error {
+				// Compacting removes records: a session's owner may compact
+				// it; every session at once is an admin's where the store
+				// authenticates its callers.
+				if req.Session != "" {
+					if _, err := admission.Authorize(cmd.Context(), st, req.Session, cfg.Principal, backend.ActOperate, ""); err != nil {
+						return err
+					}
+				} else if err := requireAdmin(cfg, "compact"); err != nil {
+					return err
+				}
 				svc := &admission.Service{Store: st, Now: f.Now, MaxPayload: cfg.PayloadLimit}
 				rep, err := svc.Compact(cmd.Context(), req)
 				if err != nil {

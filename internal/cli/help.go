@@ -39,11 +39,12 @@ queued, and the drain may be run again.
 func newHelpCmd() *cobra.Command {
 	help := &cobra.Command{
 		Use:   "help [command | topic]",
-		Short: "Help about any command, or a topic (exit-codes)",
+		Short: "Help about any command, or a topic (exit-codes, limits)",
 		Long: `Help prints the help of any command: hermesq help [path to command].
 
 Topics:
-  exit-codes   the exit codes of every command`,
+  exit-codes   the exit codes of every command
+  limits       the size and shape limits on every input`,
 		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			cmd, _, err := c.Root().Find(args)
 			if err != nil {
@@ -57,6 +58,9 @@ Topics:
 			}
 			if len(args) == 0 && strings.HasPrefix("exit-codes", toComplete) {
 				out = append(out, cobra.CompletionWithDesc("exit-codes", "the exit codes of every command"))
+			}
+			if len(args) == 0 && strings.HasPrefix("limits", toComplete) {
+				out = append(out, cobra.CompletionWithDesc("limits", "the size and shape limits on every input"))
 			}
 			return out, cobra.ShellCompDirectiveNoFileComp
 		},
@@ -80,5 +84,26 @@ Topics:
 			return err
 		},
 	})
+	help.AddCommand(&cobra.Command{
+		Use:   "limits",
+		Short: "The size and shape limits on every input",
+		Long:  limitsText(),
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := fmt.Fprint(c.OutOrStdout(), limitsText())
+			return err
+		},
+	})
 	return help
+}
+
+// limitsText lists every input limit, its value and how a refusal reads
+// (exit 2 unless said otherwise).
+func limitsText() string {
+	var b strings.Builder
+	b.WriteString("Every input is checked against these limits; a refusal exits 2 with its own\none-line message, and nothing is written.\n\n")
+	for _, l := range backend.Limits() {
+		fmt.Fprintf(&b, "  %-42s %s\n  %-42s refused as: %s\n", l.Name, l.Value, "", l.Error)
+	}
+	return b.String()
 }

@@ -395,6 +395,9 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 // composition, which must fit the payload limit, so any subset the store
 // composes fits too.
 func (s *Service) parts(in Input) ([]backend.Part, json.RawMessage, error) {
+	if len(in.Parts) > backend.MaxIdentities {
+		return nil, nil, invalidf("offer has %d parts, more than %d", len(in.Parts), backend.MaxIdentities)
+	}
 	if len(in.Identities) > 0 && len(in.Identities) != len(in.Parts) {
 		return nil, nil, invalidf("%d identities for %d parts: leave identities out, or name each part's identity in order", len(in.Identities), len(in.Parts))
 	}

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// Issue 11, acceptance 1: bad input across the commands (principals,
+// roles, grants, admin, limits, operator commands, producers, doctor,
+// help): each exits with its code and one error line, prints nothing on
+// stdout, and leaves the store exactly as it was (an export before and
+// after is identical).
+func TestBadInputAcrossCommands(t *testing.T) {
+	e := newEnv(t)
+	e.ok("session", "open", "s1")
+	queued := decode[admitOut](t, e.ok("-o", "json", "admit", "s1", "--text", "queued")).Admission.ID
+	done := decode[admitOut](t, e.ok("-o", "json", "admit", "s1", "--text", "to cancel")).Admission.ID
+	e.ok("cancel", done)
+	e.ok("admit", "s1", "--producer", "process", "--identity", "i1", "--text", "note")
+	e.ok("session", "grant", "s1", "rita", "--role", "reader")
+	before := e.export()
+
+	override := map[string]string{"HERMESQ_PRINCIPAL_OVERRIDE": "true"}
+	as := func(p string, args ...string) []string { return append([]string{"--principal", p}, args...) }
+	ids := func(n int) []string {
+		out := []string{"admit", "s1", "--producer", "process", "--text", "x"}
+		for i := 0; i < n; i++ {
+			out = append(out, "--identity", fmt.Sprintf("id-%d", i))
+		}
+		return out
+	}
+	deep := `{"text":"x","a":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}`
+	tooManyParts := `{"session":"s1","producer":"process","parts":[` + strings.TrimSuffix(strings.Repeat(`{"identity":"p","text":"x"},`, 1001), ",") + `]}` + "\n"
+
+	cases := []struct {
+		name   string
+		env    map[string]string
+		stdin  string
+		args   []string
+		code   int
+		stderr string
+	}{
+		// A principal that cannot be claimed (a file store: principal_override).
+		{"claim by flag without override", nil, "", as("mallory", "admit", "s1", "--text", "x"), ExitForbidden, "principal_override"},
+		{"claim by environment without override", map[string]string{"HERMESQ_PRINCIPAL": "mallory"}, "", []string{"admit", "s1", "--text", "x"}, ExitForbidden, "principal_override"},
+		{"override not a boolean", map[string]string{"HERMESQ_PRINCIPAL_OVERRIDE": "maybe"}, "", []string{"admit", "s1", "--text", "x"}, ExitUsage, "principal_override"},
+		// Roles: a stranger neither writes, operates nor inspects.
+		{"stranger admits", override, "", as("mallory", "admit", "s1", "--text", "x"), ExitForbidden, "may not"},
+		{"stranger admits automation", override, "", as("mallory", "admit", "s1", "--producer", "process", "--identity", "m1", "--text", "x"), ExitForbidden, "producer"},
+		{"stranger closes", override, "", as("mallory", "session", "close", "s1", "--reason", "cli_close"), ExitForbidden, "may not"},
+		{"stranger compresses", override, "", as("mallory", "session", "compress", "s1"), ExitForbidden, "may not"},
+		{"stranger switches", override, "", as("mallory", "session", "switch", "s1", "--transcript", "m"), ExitForbidden, "may not"},
+		{"stranger grants", override, "", as("mallory", "session", "grant", "s1", "mallory", "--role", "owner"), ExitForbidden, "may not"},
+		{"stranger revokes", override, "", as("mallory", "session", "revoke", "s1", "rita"), ExitForbidden, "may not"},
+		{"stranger cancels", override, "", as("mallory", "cancel", queued), ExitForbidden, "may not"},
+		{"stranger resolves", override, "", as("mallory", "resolve", queued, "--as", "completed"), ExitForbidden, "may not"},
+		{"stranger replays by id", override, "", as("mallory", "replay", done), ExitForbidden, "may not"},
+		{"stranger replays a session", override, "", as("mallory", "replay", "--session", "s1", "--outcome", "cancelled"), ExitForbidden, "may not"},
+		{"stranger compacts", override, "", as("mallory", "compact", "--session", "s1", "--older-than", "1ns"), ExitForbidden, "may not"},
+		{"stranger shows the session", override, "", as("mallory", "session", "show", "s1"), ExitForbidden, "inspect"},
+		{"stranger lists the queue", override, "", as("mallory", "queue", "s1"), ExitForbidden, "inspect"},
+		{"stranger shows an admission", override, "", as("mallory", "show", queued), ExitForbidden, "inspect"},
+		{"stranger reads the transcript", override, "", as("mallory", "transcript", "s1"), ExitForbidden, "inspect"},
+		{"stranger reads the current transcript", override, "", as("mallory", "transcript", "--session", "s1"), ExitForbidden, "inspect"},
+		{"stranger finds an identity", override, "", as("mallory", "find", "i1"), ExitForbidden, "inspect"},
+		{"stranger adds a viewer", override, "", as("mallory", "viewer", "add", "s1"), ExitForbidden, "inspect"},
+		{"stranger attaches", override, "", as("mallory", "attach", "s1"), ExitForbidden, "inspect"},
+		// A reader inspects only.
+		{"reader admits", override, "", as("rita", "admit", "s1", "--text", "x"), ExitForbidden, "may not"},
+		{"reader cancels", override, "", as("rita", "cancel", queued), ExitForbidden, "may not"},
+		{"reader attaches and closes", override, "", as("rita", "attach", "s1", "--end-reason", "tui_close"), ExitForbidden, "operate"},
+		// Grants and the admin right: shape.
+		{"grant of an unknown role", nil, "", []string{"session", "grant", "s1", "bob", "--role", "boss"}, ExitUsage, "role"},
+		{"grant of producers to a reader", nil, "", []string{"session", "grant", "s1", "bob", "--role", "reader", "--producer", "watch"}, ExitUsage, "writer grant"},
+		{"grant of a bad producer name", nil, "", []string{"session", "grant", "s1", "bob", "--producer", "Bad Name"}, ExitUsage, "producer name"},
+		{"grant to the owner", nil, "", []string{"session", "grant", "s1", osUser()}, ExitUsage, "owner"},
+		{"grant to a principal too long", nil, "", []string{"session", "grant", "s1", strings.Repeat("p", 1025)}, ExitUsage, "principal"},
+		{"grant on an unknown session", nil, "", []string{"session", "grant", "nosuch", "bob"}, ExitNotFound, "not found"},
+		{"revoke of no grant", nil, "", []string{"session", "revoke", "s1", "bob"}, ExitNotFound, "no grant"},
+		{"revoke of an empty principal", nil, "", []string{"session", "revoke", "s1", ""}, ExitUsage, "principal"},
+		{"admin revoke of a non-admin", nil, "", []string{"admin", "revoke", "bob"}, ExitNotFound, "not an admin"},
+		{"admin grant of an empty principal", nil, "", []string{"admin", "grant", ""}, ExitUsage, "principal"},
+		// Limits, each with its own message.
+		{"producer name with capitals", nil, "", []string{"admit", "s1", "--producer", "Proc", "--identity", "x", "--text", "x"}, ExitUsage, "producer name"},
+		{"producer name too long", nil, "", []string{"admit", "s1", "--producer", strings.Repeat("p", 65), "--identity", "x", "--text", "x"}, ExitUsage, "more than 64"},
+		{"too many identities", nil, "", ids(1001), ExitUsage, "1001 identities, more than 1000"},
+		{"too many parts", nil, tooManyParts, []string{"admit", "--batch", "-"}, ExitUsage, "1001 parts, more than 1000"},
+		{"payload nested too deep", nil, "", []string{"admit", "s1", "--payload", deep}, ExitUsage, "nested deeper than 1000"},
+		{"batch line too long", nil, strings.Repeat("z", 8<<20+10) + "\n", []string{"admit", "--batch", "-"}, ExitUsage, "line longer than"},
+		// Operator commands.
+		{"replay ids and session", nil, "", []string{"replay", done, "--session", "s1"}, ExitUsage, "not both"},
+		{"replay since negative", nil, "", []string{"replay", "--session", "s1", "--since", "-1h"}, ExitUsage, "since"},
+		{"replay of a queued admission", nil, "", []string{"replay", queued}, ExitConflict, "not done"},
+		{"replay of an unknown admission", nil, "", []string{"replay", "0123456789abcdef0123456789abcdef"}, ExitNotFound, "not found"},
+		{"cancel of an unknown admission", nil, "", []string{"cancel", "0123456789abcdef0123456789abcdef"}, ExitNotFound, "not found"},
+		{"cancel of a done admission", nil, "", []string{"cancel", done}, ExitConflict, "conflict"},
+		{"stats in an unknown format", nil, "", []string{"stats", "--format", "xml"}, ExitUsage, "xml"},
+		{"doctor with an argument", nil, "", []string{"doctor", "now"}, ExitUsage, "now"},
+		{"help of an unknown topic", nil, "", []string{"help", "nosuch"}, ExitUsage, "nosuch"},
+		// Producers.
+		{"delegate done without an id", nil, "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--result", "r"}, ExitUsage, "id"},
+		{"delegate done with a bad session", nil, "", []string{"delegate", "done", "--session", "bad id", "--target", "s1", "--id", "d", "--result", "r"}, ExitUsage, "session"},
+		{"delegate done with two results", nil, "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d", "--result", "r", "--result-file", "f"}, ExitUsage, "result"},
+		{"producers run with a relative plugin folder", nil, "", []string{"producers", "run", "--once", "--plugin-dir", "rel/plugins"}, ExitUsage, "plugin"},
+	}
+	if len(cases) < 40 {
+		t.Fatalf("%d cases, want at least 40", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				old, had := os.LookupEnv(k)
+				os.Setenv(k, v)
+				defer func() {
+					if had {
+						os.Setenv(k, old)
+					} else {
+						os.Unsetenv(k)
+					}
+				}()
+			}
+			r := e.runWith(c.stdin, false, c.args...)
+			for k := range c.env {
+				os.Setenv(k, "") // as newEnv left it, for the export below
+			}
+			r.wantExit(t, c.code)
+			contains(t, "stderr", r.err, c.stderr)
+			if r.out != "" && !strings.Contains(strings.Join(c.args, " "), "--batch") {
+				t.Errorf("stdout not empty: %q", r.out)
+			}
+			if after := e.export(); after != before {
+				t.Fatalf("store changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
