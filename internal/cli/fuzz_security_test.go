@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,39 +8,6 @@ import (
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
-
-// FuzzReadBatch: the NDJSON batch reader never panics on any input; every
-// line it keeps is either an input or an ErrInvalid naming why, numbered
-// within the input's lines.
-func FuzzReadBatch(f *testing.F) {
-	for _, s := range []string{
-		"",
-		`{"session":"s1","text":"hi"}` + "\n",
-		`{"session":"s1","text":"a"}` + "\n\n" + `{"session":"s2","payload":{"text":"b"}}`,
-		`{"session":"s1","producer":"process","identities":["a","b"],"target":"t","text":"x"}` + "\r\n",
-		`{"session":"s1","text":"a"} {"session":"s2"}`,
-		`{"session":"s1","payload":null,"text":"x","request_id":"r"}`,
-		"\xff\xfe{}\n[1,2]\nnull\n\"s\"\n",
-		`{"Session":"s1","text":"wrong case"}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		lines, err := readBatch(bytes.NewReader(data), "fuzz")
-		if err != nil {
-			t.Fatalf("read error on an in-memory reader: %v", err)
-		}
-		max := bytes.Count(data, []byte("\n")) + 1
-		for _, l := range lines {
-			if l.n < 1 || l.n > max {
-				t.Fatalf("line number %d outside 1..%d", l.n, max)
-			}
-			if l.err != nil && !errors.Is(l.err, backend.ErrInvalid) {
-				t.Fatalf("line %d: error %v is not ErrInvalid", l.n, l.err)
-			}
-		}
-	})
-}
 
 // FuzzConfig: any config file content is read into a valid configuration
 // or refused with ErrInvalid, never a panic; a setting refused is never
