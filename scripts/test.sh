@@ -34,6 +34,12 @@ echo "== fuzz: batch line parser and import reader (20s each)"
 for target in FuzzParseBatchLine FuzzReadRecords; do
   go test -run '^$' -fuzz "^${target}\$" -fuzztime "${HERMESQ_FUZZTIME:-20s}" -fuzzminimizetime 5s -parallel 2 ./internal/cli/
 done
+echo "== fuzz: config, payloads, identities, bbolt codec, Redis replies, store URLs (10s each)"
+# The security targets; each ran 60 s locally when written (see the README).
+for pt in internal/cli:FuzzConfig pkg/admission:FuzzCanonical pkg/admission:FuzzIdentities \
+  plugins/storage/bbolt:FuzzRecordCodec plugins/storage/redis:FuzzReplyDecoder plugins/storage/redis:FuzzStoreURL; do
+  go test -run '^$' -fuzz "^${pt#*:}\$" -fuzztime "${HERMESQ_FUZZTIME_SHORT:-10s}" -fuzzminimizetime 5s -parallel 2 "./${pt%%:*}/"
+done
 echo "== soak: chaos (drainers killed; Redis writes paused and connections dropped) and Redis faults (bounded)"
 # -v for the figures the soak reports (kills survived, admits re-run): on
 # success only the results and those lines are shown, on failure everything.
