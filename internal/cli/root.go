@@ -24,8 +24,14 @@ redis://[user:pass@]host:port/db or rediss:// (several machines).
 
 Configuration: flag > HERMESQ_* environment > config file > default. The
 config file ($XDG_CONFIG_HOME/hermesq/config.yaml, or --config) may set
-store, output, principal, timeout, handler.command (a list of strings),
-handler.timeout, drain.lease, drain.on_unknown and payload_limit.
+store, output, principal, principal_override, timeout, handler.command (a
+list of strings), handler.timeout, drain.lease, drain.on_unknown and
+payload_limit.
+
+Principal: on Redis with ACL users, the authenticated user (another
+--principal is refused, exit 7, unless that user is an admin); on bbolt, the
+OS user (another only with principal_override: true). See 'hermesq session
+grant --help' for roles and 'hermesq help limits' for input limits.
 
 Data goes to stdout; diagnostics go to stderr as one line
 "hermesq: error: ...", or with -o json as {"error":"CODE","message":"..."}.
@@ -51,7 +57,7 @@ Exit codes:
 	pf.String("store", "", "store URL: bbolt:///abs/path.db, redis://host:port/db, rediss://… (env HERMESQ_STORE; default bbolt://$XDG_STATE_HOME/hermesq/hermesq.db)")
 	pf.String("config", "", "config file (env HERMESQ_CONFIG; default $XDG_CONFIG_HOME/hermesq/config.yaml if it exists)")
 	pf.StringP("output", "o", formatText, "output format: text, json or jsonl (env HERMESQ_OUTPUT)")
-	pf.String("principal", "", "who is calling (env HERMESQ_PRINCIPAL; default the OS user name)")
+	pf.String("principal", "", "act as this principal (env HERMESQ_PRINCIPAL; default: the Redis ACL user, or the OS user; another needs admin or, on bbolt, principal_override)")
 	pf.Duration("timeout", defaultTimeout, "how long to wait for the store: lock, dial, read (env HERMESQ_TIMEOUT)")
 	for _, k := range []string{keyStore, keyConfig, keyOutput, keyPrincipal, keyTimeout} {
 		_ = f.v.BindPFlag(k, pf.Lookup(k))
