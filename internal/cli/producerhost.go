@@ -154,6 +154,10 @@ type host struct {
 	once      bool
 	log       *lineLog
 
+	// timing, when set, accumulates the time spent in plugin calls and in
+	// the store (the benchmark).
+	timing *hostTiming
+
 	// killAfterAdmit is a test hook: SIGKILL the host right after an
 	// admission is durable, before the settle (a lost acknowledgement).
 	killAfterAdmit bool
@@ -216,6 +220,24 @@ func (h *host) supervise(ctx context.Context, spec pluginSpec) error {
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
+}
+
+// hostTiming is where a host's time went.
+type hostTiming struct {
+	mu         sync.Mutex
+	rpc, store time.Duration
+	admitted   int
+}
+
+func (t *hostTiming) add(rpc, store time.Duration, n int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.rpc += rpc
+	t.store += store
+	t.admitted += n
+	t.mu.Unlock()
 }
 
 // pluginEnv is the whole environment a plugin gets: a few harmless
@@ -351,7 +373,9 @@ func startError(err error) error {
 // round polls the plugin once, admits the offers in one batch and settles
 // each. It returns how many offers it took.
 func (h *host) round(ctx context.Context, name string, p producer.Producer) (int, error) {
+	t0 := time.Now()
 	offers, err := p.Poll(ctx, pollMax)
+	rpc := time.Since(t0)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil
@@ -369,7 +393,9 @@ func (h *host) round(ctx context.Context, name string, p producer.Producer) (int
 	for i, o := range offers {
 		ins[i] = offerInput(name, h.principal, o)
 	}
+	t1 := time.Now()
 	results, batchErr := h.svc.AdmitBatch(work, ins)
+	inStore := time.Since(t1)
 	if h.killAfterAdmit && batchErr == nil {
 		killSelf()
 	}
@@ -395,7 +421,10 @@ func (h *host) round(ctx context.Context, name string, p producer.Producer) (int
 			action, reason = producer.Release, oneLine(err.Error())
 			h.log.printf(name, "released %s: %s", describeOffer(o), reason)
 		}
-		if err := p.Settle(work, o.Claim, action, reason); err != nil {
+		t2 := time.Now()
+		err = p.Settle(work, o.Claim, action, reason)
+		rpc += time.Since(t2)
+		if err != nil {
 			// The claim stays taken until its lease runs out; then the
 			// events are offered again and resolve to their admissions.
 			h.log.printf(name, "settle %s of %s: %v", action, describeOffer(o), err)
@@ -404,6 +433,11 @@ func (h *host) round(ctx context.Context, name string, p producer.Producer) (int
 			}
 		}
 	}
+	admitted := 0
+	for _, o := range offers {
+		admitted += len(o.IdentityList())
+	}
+	h.timing.add(rpc, inStore, admitted)
 	if unavailable != nil {
 		return len(offers), fmt.Errorf("store unavailable, offers deferred: %w", unavailable)
 	}

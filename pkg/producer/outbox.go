@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -283,35 +284,52 @@ func (e Event) Validate() error {
 // when the outbox already holds an event of that session and identity
 // (pending, delivered or dropped): the first one recorded wins.
 func (o *Outbox) Add(ctx context.Context, ev Event) (added bool, err error) {
-	if err := ev.Validate(); err != nil {
-		return false, err
-	}
-	if len(ev.Payload) > 0 {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, ev.Payload); err != nil {
-			return false, fmt.Errorf("event %s: payload: %v: %w", ev.Identity, err, ErrInvalidEvent)
+	n, err := o.AddAll(ctx, []Event{ev})
+	return n == 1, err
+}
+
+// AddAll records events as pending in one write, in order, and returns how
+// many were new (see Add). An invalid event refuses the whole call, nothing
+// written.
+func (o *Outbox) AddAll(ctx context.Context, evs []Event) (added int, err error) {
+	evs = slices.Clone(evs)
+	for i := range evs {
+		if err := evs[i].Validate(); err != nil {
+			return 0, err
 		}
-		ev.Payload = buf.Bytes()
+		if len(evs[i].Payload) > 0 {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, evs[i].Payload); err != nil {
+				return 0, fmt.Errorf("event %s: payload: %v: %w", evs[i].Identity, err, ErrInvalidEvent)
+			}
+			evs[i].Payload = buf.Bytes()
+		}
 	}
 	now := o.now()
 	err = o.update(ctx, func(tx *bolt.Tx) error {
-		key := eventKey(ev.Session, ev.Identity)
-		if tx.Bucket(bucketEvents).Get(key) != nil {
-			return nil
+		added = 0
+		for _, ev := range evs {
+			key := eventKey(ev.Session, ev.Identity)
+			if tx.Bucket(bucketEvents).Get(key) != nil {
+				continue
+			}
+			seq, err := tx.Bucket(bucketEvents).NextSequence()
+			if err != nil {
+				return err
+			}
+			e := &Entry{Event: ev, Seq: seq, State: StatePending, AddedAt: now}
+			if err := putEntry(tx, key, e); err != nil {
+				return err
+			}
+			added++
+			if err := tx.Bucket(bucketPending).Put(seqKey(seq), key); err != nil {
+				return err
+			}
 		}
-		seq, err := tx.Bucket(bucketEvents).NextSequence()
-		if err != nil {
-			return err
-		}
-		e := &Entry{Event: ev, Seq: seq, State: StatePending, AddedAt: now}
-		if err := putEntry(tx, key, e); err != nil {
-			return err
-		}
-		added = true
-		return tx.Bucket(bucketPending).Put(seqKey(seq), key)
+		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("outbox: add %s: %w", ev.Identity, err)
+		return 0, fmt.Errorf("outbox: add: %w", err)
 	}
 	return added, nil
 }
