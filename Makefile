@@ -1,10 +1,16 @@
-.PHONY: demo test build generate bench
+.PHONY: demo test build install generate bench
 demo:     ## a short real demo on the default (bbolt) store
 	bash examples/demo.sh
 test:     ## everything CI runs (installs redis-server when missing and root)
 	bash scripts/test.sh
 build:
 	go build -o bin/hermesq ./cmd/hermesq
+PREFIX ?= $(HOME)/.local
+PLUGIN_DIR ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/hermesq/plugins
+install:  ## hermesq in $(PREFIX)/bin, every producer plugin in $(PLUGIN_DIR)
+	mkdir -p $(PREFIX)/bin $(PLUGIN_DIR)
+	go build -o $(PREFIX)/bin/hermesq ./cmd/hermesq
+	for p in plugins/producers/*/; do go build -o $(PLUGIN_DIR)/hermesq-producer-$$(basename $$p) ./$$p || exit 1; done
 generate: ## completions/, man/ and the producer protocol's Go code (needs protoc)
 	go run ./internal/gendocs
 	bash scripts/genproto.sh

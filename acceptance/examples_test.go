@@ -60,3 +60,44 @@ func TestExampleScripts(t *testing.T) {
 		}
 	})
 }
+
+// TestProducersExample runs examples/producers.sh on every store with the
+// real process and delegation plugins: the command's completion and the
+// delegated result each end as one note; run again, nothing is added.
+func TestProducersExample(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("..", "examples", "producers.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forEachStore(t, func(t *testing.T, c *cli) {
+		c = withPlugins(t, c, "process", "delegation")
+		c.ok("session", "open", "s1")
+		run := func() string {
+			t.Helper()
+			cmd := exec.Command("bash", script, "s1")
+			cmd.Env, cmd.Dir = c.env, c.dir
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("producers.sh: %v\n%s", err, out)
+			}
+			return string(out)
+		}
+		out := run()
+		for _, want := range []string{
+			// The two plugins run side by side: either may come first.
+			"] note: [finished] sh -c 'echo \"tests: 42 passed\"; exit 0' (exit 0)\ntests: 42 passed",
+			"] note: [delegation review-1] LGTM, two nits in parse.go",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("producers.sh output lacks %q:\n%s", want, out)
+			}
+		}
+		run()
+		// The second run's command is a new completion (a new process);
+		// the delegation result is the same and is not added again.
+		ms := c.messages("s1")
+		if countRole(ms, backend.RoleNote) != 3 || notesWith(ms, "review-1") != 1 {
+			t.Errorf("after two runs: %+v, want 3 notes, one with the delegated result", ms)
+		}
+	})
+}
