@@ -4,7 +4,7 @@ package cli
 
 import "os/exec"
 
-// dieWithParent: outside Linux there is no parent-death signal; go-plugin
-// ends its plugins when the host exits normally, and a plugin whose host
-// was killed exits when its gRPC connection breaks.
+// dieWithParent: outside Linux there is no parent-death signal; the host
+// ends its plugins whenever it exits normally (go-plugin's Kill), but a
+// plugin may outlive a host killed with SIGKILL.
 func dieWithParent(*exec.Cmd) {}
