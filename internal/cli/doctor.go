@@ -159,11 +159,11 @@ func doctorPluginDir(add func(check, status, detail, repair string), dir string)
 func doctorReport(p *printer, out []backend.Finding) error {
 	err := list(p, out, func(w io.Writer) error {
 		for _, fd := range out {
-			if _, err := fmt.Fprintf(w, "%-5s %-18s %s\n", fd.Status, fd.Check, fd.Detail); err != nil {
+			if _, err := fmt.Fprintf(w, "%-5s %-18s %s\n", fd.Status, fd.Check, esc(fd.Detail)); err != nil {
 				return err
 			}
 			if fd.Repair != "" {
-				if _, err := fmt.Fprintf(w, "      %-18s repair: %s\n", "", fd.Repair); err != nil {
+				if _, err := fmt.Fprintf(w, "      %-18s repair: %s\n", "", esc(fd.Repair)); err != nil {
 					return err
 				}
 			}
