@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -262,6 +264,8 @@ type batchError struct {
 const (
 	batchChunkLines = 256
 	batchChunkBytes = 1 << 20
+	// batchMemoryLimit is the soft heap limit of a batch (runtime/debug).
+	batchMemoryLimit = 24 << 20
 )
 
 func runAdmitBatch(ctx context.Context, o *admitOptions) error {
@@ -277,6 +281,14 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		}
 		defer fh.Close()
 		src = fh
+	}
+	// A batch holds one chunk at a time: a soft memory limit (unless
+	// GOMEMLIMIT sets one) makes the collector keep the heap near that,
+	// instead of letting it double between collections while the store's
+	// pages take their share of the process's memory.
+	if old := debug.SetMemoryLimit(-1); old == math.MaxInt64 {
+		debug.SetMemoryLimit(batchMemoryLimit)
+		defer debug.SetMemoryLimit(old)
 	}
 	b := &batchRun{o: o, p: p, cfg: cfg, out: bufio.NewWriter(o.f.IO.Out)}
 	err = readBatch(src, cfg.Principal, func(chunk []batchLine) error { return b.commit(ctx, chunk) })
