@@ -29,7 +29,7 @@ const processProducer = "process"
 
 // tailBytes is how much of a supervised command's output a completion
 // keeps: the end of its stdout and stderr, as written.
-const tailBytes = 2000
+const tailBytes = backend.MaxOutputTail
 
 func newProcCmd(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{

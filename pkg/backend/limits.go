@@ -33,7 +33,7 @@ const (
 	MaxErrorTail = 2048
 	// MaxOutputTail bounds the tail of a supervised process's output kept
 	// in its completion.
-	MaxOutputTail = 4096
+	MaxOutputTail = 2000
 	// MaxGrants bounds the grants of one session.
 	MaxGrants = 1000
 	// MaxGrantProducers bounds the producers one writer grant names.
