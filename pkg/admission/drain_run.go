@@ -42,7 +42,23 @@ func (d *drainer) noteRun(ctx context.Context, sess backend.Session, a backend.A
 			}
 		}
 	}
-	settled, err := d.s.Store.SettleRun(ctx, reqs)
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	settled, err := d.s.Store.SettleRun(sctx, reqs)
+	if err != nil && transient(err) && len(settled) == 0 {
+		// The run may have committed with its reply lost: settle its
+		// notes one by one, each retried, those already written
+		// recognised as such (settleDirectAfterLoss).
+		settled, err = nil, nil
+		for _, req := range reqs {
+			x, serr := d.settleDirectAfterLoss(sctx, req)
+			if serr != nil {
+				err = serr
+				break
+			}
+			settled = append(settled, x)
+		}
+	}
 	for _, x := range settled {
 		d.settled(x)
 	}

@@ -36,8 +36,15 @@ func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func (d *drainer) fencedWrite(ctx context.Context, what, id string,
 	write func(context.Context) (backend.Admission, error), done func(backend.Admission) bool,
 ) (backend.Admission, error) {
+	return d.fencedWriteFrom(ctx, false, what, id, write, done)
+}
+
+// fencedWriteFrom is fencedWrite, told whether an attempt before it (made
+// elsewhere) already failed transiently.
+func (d *drainer) fencedWriteFrom(ctx context.Context, transientBefore bool, what, id string,
+	write func(context.Context) (backend.Admission, error), done func(backend.Admission) bool,
+) (backend.Admission, error) {
 	var b backoff
-	transientBefore := false
 	for {
 		a, err := write(ctx)
 		switch {
@@ -94,6 +101,17 @@ func (d *drainer) settleDirect(ctx context.Context, req backend.SettleRequest) (
 		func(a backend.Admission) bool {
 			// Under this epoch only this drainer writes: a done admission
 			// with this write's outcome and mode is this write's.
+			return a.Status == backend.StatusDone && a.Outcome == req.Outcome && a.Epoch == req.Epoch &&
+				(req.Mode == "" || a.Mode == req.Mode)
+		})
+}
+
+// settleDirectAfterLoss is settleDirect for a write already sent once,
+// within a run whose reply was lost (so a refusal means "maybe done").
+func (d *drainer) settleDirectAfterLoss(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
+	return d.fencedWriteFrom(ctx, true, "settle admission", req.AdmissionID,
+		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Settle(ctx, req) },
+		func(a backend.Admission) bool {
 			return a.Status == backend.StatusDone && a.Outcome == req.Outcome && a.Epoch == req.Epoch &&
 				(req.Mode == "" || a.Mode == req.Mode)
 		})

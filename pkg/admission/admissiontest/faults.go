@@ -68,16 +68,24 @@ func turnSettleRetried(t *testing.T, h *harness) {
 func noteSettleReplyLost(t *testing.T, h *harness) {
 	h.openSession("s1")
 	r := h.offer("s1", process.name, []string{process.id("lost")}, process.text("lost"), "")
+	r2 := h.offer("s1", process.name, []string{process.id("lost-2")}, process.text("lost-2"), "")
+	// Notes are written in runs: the run's reply is lost, then the first
+	// note settled alone is too.
+	h.faults.Inject(backendtest.Fault{Method: "SettleRun", Mode: backendtest.FailAfter})
 	h.faults.Inject(backendtest.Fault{Method: "Settle", Mode: backendtest.FailAfter})
 	rep, err := h.svc.Drain(h.ctx, "s1", h.opts())
 	if err != nil {
 		t.Fatalf("drain with the note's reply lost: %v", err)
 	}
-	if rep.Notes != 1 {
-		t.Errorf("report: %d notes, want 1", rep.Notes)
+	if rep.Notes != 2 {
+		t.Errorf("report: %d notes, want 2", rep.Notes)
 	}
 	h.wantState(r.Admission.ID, "done/completed/note")
-	h.wantStrings("notes", h.notes("s1"), []string{process.text("lost")})
+	h.wantState(r2.Admission.ID, "done/completed/note")
+	h.wantStrings("notes", h.notes("s1"), []string{process.text("lost"), process.text("lost-2")})
+	if h.faults.Struck("SettleRun") != 1 {
+		t.Errorf("the note run's fault never struck")
+	}
 }
 
 // A claim commits but its reply is lost: the drainer finds the admission

@@ -255,6 +255,17 @@ func (f *FaultStore) Settle(ctx context.Context, req backend.SettleRequest) (a b
 	return a, nil
 }
 
+func (f *FaultStore) SettleRun(ctx context.Context, reqs []backend.SettleRequest) ([]backend.Admission, error) {
+	var out []backend.Admission
+	var innerErr error
+	ran := false
+	err := f.do(ctx, "SettleRun", func() error { out, innerErr = f.Store.SettleRun(ctx, reqs); ran = true; return innerErr })
+	if err != nil && (!ran || err != innerErr) {
+		return nil, err // failed by a fault: nothing reported settled (a lost reply)
+	}
+	return out, err
+}
+
 func (f *FaultStore) Requeue(ctx context.Context, req backend.SettleRequest) (a backend.Admission, err error) {
 	err = f.do(ctx, "Requeue", func() (err error) { a, err = f.Store.Requeue(ctx, req); return })
 	if err != nil {
