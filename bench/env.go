@@ -15,7 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -216,15 +216,53 @@ func (e *env) hq(store string, stdin []byte, args ...string) (run, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	t0 := time.Now()
-	err := cmd.Run()
-	r := run{wall: time.Since(t0), out: out.Bytes()}
+	if err := cmd.Start(); err != nil {
+		return run{}, err
+	}
+	// The peak RSS is the process's own high-water mark (VmHWM), read
+	// while it runs: the rusage of a child started with vfork also counts
+	// the parent's memory at the fork.
+	var hwm atomic.Int64
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		path := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+		for {
+			if kb := vmHWM(path); kb > 0 {
+				hwm.Store(kb * 1024)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(stop)
+	<-polled
+	r := run{wall: time.Since(t0), out: out.Bytes(), maxRSS: hwm.Load()}
 	if err != nil {
 		return r, fmt.Errorf("hermesq %s: %v: %s", strings.Join(args, " "), err, firstLines(errb.String()))
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSS = ru.Maxrss * 1024
-	}
 	return r, nil
+}
+
+// vmHWM reads the peak resident set (kB) from a /proc/PID/status file; 0
+// when it cannot.
+func vmHWM(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 func firstLines(s string) string {
