@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -428,5 +429,61 @@ func TestHostileMessagesNameTheProblem(t *testing.T) {
 			{"NUL in an identity", "", []string{"admit", "s1", "--producer", "p", "--identity", "a\x00", "--text", "x"}, ExitUsage, "identity contains a NUL byte"},
 			{"control character in a principal", "", []string{"--principal", "bob\x1b", "admit", "s1", "--text", "x"}, ExitUsage, "U+001B not allowed in a principal"},
 		})
+	})
+}
+
+// Class 9: a batch is committed and printed chunk by chunk; whatever a
+// later line does, every committed line's result is printed, and the exit
+// code is the worst line's.
+func TestHostileBatchLaterLineFails(t *testing.T) {
+	onBothStores(t, func(t *testing.T, e *env, kind string) {
+		e.ok("session", "open", "closed1")
+		e.ok("session", "close", "closed1", "--reason", "cli_close")
+		cases := []struct {
+			name, last string
+			code       int
+			errCode    string
+		}{
+			{"conflicting request id", `{"session":"g0","text":"other","request_id":"q0"}`, ExitConflict, "conflict"},
+			{"malformed line", `{"session":"g0","Text":"x"}`, ExitUsage, "invalid"},
+			{"automation to an unknown session", `{"session":"nowhere","producer":"ci","identities":["i"],"text":"x"}`, ExitNotFound, "not_found"},
+			{"closed session", `{"session":"closed1","text":"x"}`, ExitConflict, "conflict"},
+			{"line too long", `{"session":"g0","text":"` + strings.Repeat("x", maxInputRead) + `"}`, ExitUsage, "invalid"},
+			{"byte-order mark", "\ufeff" + `{"session":"g0","text":"x"}`, ExitUsage, "invalid"},
+		}
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				var sb strings.Builder
+				for j := 0; j < 300; j++ { // more than one chunk
+					fmt.Fprintf(&sb, `{"session":"g%d","text":"x","request_id":"q%d"}`+"\n", j%3, i*1000+j)
+				}
+				if i == 0 {
+					sb.Reset()
+					for j := 0; j < 300; j++ {
+						fmt.Fprintf(&sb, `{"session":"g%d","text":"x","request_id":"q%d"}`+"\n", j%3, j)
+					}
+				}
+				sb.WriteString(c.last + "\n")
+				r := e.run("-o", "jsonl", "admit", "--batch", writeTemp(t, e, strings.TrimSuffix(sb.String(), "\n")))
+				if r.code != c.code {
+					t.Fatalf("exit %d, want %d\n%s", r.code, c.code, r.err)
+				}
+				lines := decodeLines[admitOut](t, r)
+				if len(lines) != 301 {
+					t.Fatalf("%d result lines, want 301", len(lines))
+				}
+				for j, l := range lines[:300] {
+					if l.Result != "admitted" {
+						t.Fatalf("line %d: %+v, want admitted", j+1, l)
+					}
+				}
+				if last := lines[300]; last.Line != 301 || last.Error != c.errCode {
+					t.Fatalf("line 301: %+v, want error %s", last, c.errCode)
+				}
+				if n := strings.Count(r.err, "\n"); n != 1 {
+					t.Fatalf("stderr: %d lines, want 1:\n%s", n, r.err)
+				}
+			})
+		}
 	})
 }
