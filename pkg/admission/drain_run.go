@@ -26,7 +26,7 @@ func (d *drainer) noteRun(ctx context.Context, sess backend.Session, a backend.A
 		limit = min(limit, d.opt.Max-d.rep.count())
 	}
 	get := d.s.cachedTranscripts()
-	reqs := []backend.SettleRequest{d.noteRequest(a, target)}
+	reqs := []backend.SettleRequest{d.noteRequest(sess, a, target)}
 	if limit > 1 {
 		// A failed read of the rest only shortens the run to the head.
 		more, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
@@ -38,7 +38,7 @@ func (d *drainer) noteRun(ctx context.Context, sess backend.Session, a backend.A
 				if err != nil || decide(sess, b, t, misrouted) != execNote {
 					break // the next step decides (or reports) it alone
 				}
-				reqs = append(reqs, d.noteRequest(b, t))
+				reqs = append(reqs, d.noteRequest(sess, b, t))
 			}
 		}
 	}
@@ -69,7 +69,8 @@ func (d *drainer) noteRun(ctx context.Context, sess backend.Session, a backend.A
 		// Progress; the admission that stopped the run is the next step's
 		// head, decided and reported alone.
 		return stepDone, false, nil
-	case errors.Is(err, backend.ErrNotHead), errors.Is(err, backend.ErrWatched):
+	case errors.Is(err, backend.ErrNotHead), errors.Is(err, backend.ErrWatched), errors.Is(err, backend.ErrMoved):
+		// Decided on a state that changed: the next step decides again.
 		return stepNotHead, false, nil
 	default:
 		return stepDone, false, fmt.Errorf("drain %s: settle admission %s: %w", d.session, a.ID, err)
@@ -80,14 +81,17 @@ func (d *drainer) noteRun(ctx context.Context, sess backend.Session, a backend.A
 // text appended to the target as one note message, the admission settled
 // completed, in the same store operation (a crash can leave neither a note
 // without its settlement nor the reverse). A note never reopens a closed
-// transcript.
-func (d *drainer) noteRequest(a backend.Admission, target backend.Transcript) backend.SettleRequest {
+// transcript. The note's target was decided from the session's current
+// transcript as sess has it: the store refuses the note (ErrMoved) if the
+// session was compressed or switched since.
+func (d *drainer) noteRequest(sess backend.Session, a backend.Admission, target backend.Transcript) backend.SettleRequest {
 	ids := append([]string{}, a.Identities...)
 	return backend.SettleRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: d.lease.Epoch, Direct: true, Unwatched: true, Now: d.s.now(),
-		Outcome:     backend.OutcomeCompleted,
-		Mode:        backend.ModeNote,
-		DeliveredTo: target.ID,
+		ExpectCurrent: sess.CurrentTranscript,
+		Outcome:       backend.OutcomeCompleted,
+		Mode:          backend.ModeNote,
+		DeliveredTo:   target.ID,
 		Messages: []backend.NewMessage{{
 			Transcript: target.ID,
 			Role:       backend.RoleNote,

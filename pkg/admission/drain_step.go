@@ -73,11 +73,11 @@ func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err erro
 	}
 	switch decide(sess, a, target, misrouted) {
 	case execTurn:
-		return d.turn(ctx, a, target)
+		return d.turn(ctx, sess, a, target)
 	case execMisrouted:
-		return d.misrouted(ctx, a)
+		return d.misrouted(ctx, sess, a)
 	case execClosed:
-		return d.closedTarget(ctx, a, target)
+		return d.closedTarget(ctx, sess, a, target)
 	default:
 		return d.noteRun(ctx, sess, a, target)
 	}
@@ -214,21 +214,56 @@ func (d *drainer) direct(ctx context.Context, req backend.SettleRequest) (stepRe
 	case err == nil:
 		d.settled(a)
 		return stepDone, false, nil
-	case errors.Is(err, backend.ErrNotHead):
+	case errors.Is(err, backend.ErrNotHead), errors.Is(err, backend.ErrMoved):
+		// Decided on a state that changed: the next step decides again.
 		return stepNotHead, false, nil
 	default:
 		return stepDone, false, fmt.Errorf("drain %s: settle admission %s: %w", d.session, req.AdmissionID, err)
 	}
 }
 
+// maxRedecide bounds how often a turn's settle decides its target again
+// because the session's current transcript moved under it.
+const maxRedecide = 8
+
+// redecideTurn makes a turn's settle request anew after ErrMoved: against
+// the session as it is now, the messages go to the admission's delivery
+// target; a misrouted completion or a human input whose session now names a
+// closed transcript is settled failed, its reply written nowhere (kept in
+// no transcript, the admission replayable).
+func (d *drainer) redecideTurn(ctx context.Context, a backend.Admission, req backend.SettleRequest) (backend.SettleRequest, error) {
+	sess, err := d.s.Store.GetSession(ctx, d.session)
+	if err != nil {
+		return req, err
+	}
+	target, misrouted, err := d.s.resolve(ctx, sess, a)
+	if err != nil {
+		return req, err
+	}
+	req.ExpectCurrent = sess.CurrentTranscript
+	switch decide(sess, a, target, misrouted) {
+	case execMisrouted:
+		req.Outcome, req.Error, req.Messages, req.DeliveredTo = backend.OutcomeFailed, "misrouted", nil, ""
+	case execClosed:
+		req.Outcome, req.Messages, req.DeliveredTo = backend.OutcomeFailed, nil, ""
+		req.Error = fmt.Sprintf("closed: transcript %s ended (%s)", target.ID, target.EndReason)
+	default:
+		req.DeliveredTo = target.ID
+		for i := range req.Messages {
+			req.Messages[i].Transcript = target.ID
+		}
+	}
+	return req, nil
+}
+
 // misrouted settles an admission whose pinned transcript is no longer in
 // the session's lineage: failed with error "misrouted", written nowhere, kept
 // for inspect and replay with a new target.
-func (d *drainer) misrouted(ctx context.Context, a backend.Admission) (stepResult, bool, error) {
+func (d *drainer) misrouted(ctx context.Context, sess backend.Session, a backend.Admission) (stepResult, bool, error) {
 	return d.direct(ctx, backend.SettleRequest{
-		AdmissionID: a.ID,
-		Outcome:     backend.OutcomeFailed,
-		Error:       "misrouted",
+		AdmissionID: a.ID, ExpectCurrent: sess.CurrentTranscript,
+		Outcome: backend.OutcomeFailed,
+		Error:   "misrouted",
 	})
 }
 
@@ -236,11 +271,11 @@ func (d *drainer) misrouted(ctx context.Context, a backend.Admission) (stepResul
 // transcript (it was switched there after the input was admitted) as failed,
 // kept for replay: a turn never writes into a closed transcript, and only
 // an admission with --reopen may reopen one.
-func (d *drainer) closedTarget(ctx context.Context, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
+func (d *drainer) closedTarget(ctx context.Context, sess backend.Session, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
 	return d.direct(ctx, backend.SettleRequest{
-		AdmissionID: a.ID,
-		Outcome:     backend.OutcomeFailed,
-		Error:       fmt.Sprintf("closed: transcript %s ended (%s)", target.ID, target.EndReason),
+		AdmissionID: a.ID, ExpectCurrent: sess.CurrentTranscript,
+		Outcome: backend.OutcomeFailed,
+		Error:   fmt.Sprintf("closed: transcript %s ended (%s)", target.ID, target.EndReason),
 	})
 }
 
@@ -248,7 +283,7 @@ func (d *drainer) closedTarget(ctx context.Context, a backend.Admission, target 
 // and the reply. ctx ending does not stop a running handler at once: it has
 // opt.Grace to finish, and its result is settled with a context that
 // outlives ctx.
-func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
+func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admission, target backend.Transcript) (stepResult, bool, error) {
 	if d.opt.Handler == nil {
 		return stepDone, false, fmt.Errorf("session %s: admission %s seq %d: %w", d.session, a.ID, a.Seq, ErrNoHandler)
 	}
@@ -287,6 +322,7 @@ func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.
 	}
 	req.Outcome = res.outcome
 	req.Error = res.errText
+	req.ExpectCurrent = sess.CurrentTranscript
 	if res.outcome == backend.OutcomeCompleted {
 		md := func() map[string]any { return map[string]any{"admission_id": a.ID} }
 		req.Messages = []backend.NewMessage{
@@ -295,6 +331,15 @@ func (d *drainer) turn(ctx context.Context, a backend.Admission, target backend.
 		}
 	}
 	settled, err := d.settleTurn(bg, req)
+	for tries := 0; errors.Is(err, backend.ErrMoved) && tries < maxRedecide; tries++ {
+		// The session was compressed or switched while the handler ran:
+		// the input and the reply go where the admission is delivered
+		// now (the tip of its lineage), or nowhere if that is no longer
+		// possible, never into the transcript that just ended.
+		if req, err = d.redecideTurn(bg, a, req); err == nil {
+			settled, err = d.settleTurn(bg, req)
+		}
+	}
 	if err != nil {
 		// Fenced: a newer drainer owns the session; the reply is written
 		// nowhere, and the admission is theirs to resolve. (A settle that

@@ -63,6 +63,10 @@ var (
 	// ErrWatched: a settle made with nobody watching (SettleRequest.Unwatched)
 	// found a live viewer on the session: the admission is due as a turn.
 	ErrWatched = fmt.Errorf("a viewer is watching the session: %w", ErrConflict)
+	// ErrMoved: a settle expected the session's current transcript to be
+	// another (SettleRequest.ExpectCurrent): it was compressed or switched
+	// since the drainer decided where the messages go, so it decides again.
+	ErrMoved = fmt.Errorf("the session's current transcript moved: %w", ErrConflict)
 )
 
 type codeError struct {

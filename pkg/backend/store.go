@@ -424,6 +424,13 @@ type SettleRequest struct {
 	Error       string
 	Messages    []NewMessage
 	Now         time.Time
+
+	// ExpectCurrent, when set, is the session's current transcript as the
+	// drainer saw it when it decided where the messages go (a note, a
+	// turn's reply) or that the admission is misrouted: when the session
+	// now names another (a compression or switch came between), ErrMoved
+	// and nothing is written, so the drainer decides again.
+	ExpectCurrent string
 }
 
 // Record is one line of an export: exactly one of its fields is set.

@@ -57,6 +57,7 @@ func RunScenarios(t *testing.T, newStore func(t *testing.T) backend.Store) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) { sc.fn(t, newHarness(t, newStore)) })
 	}
+	runMoved(t, newStore)
 	for _, p := range producers {
 		for _, reason := range backend.CloseReasons {
 			t.Run("ClosedSessionNote/"+p.name+"/"+reason, func(t *testing.T) {

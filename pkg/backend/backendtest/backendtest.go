@@ -54,6 +54,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, sessionTests...)
 	all = append(all, admitTests...)
 	all = append(all, partsTests...)
+	all = append(all, movedTests...)
 	all = append(all, leaseTests...)
 	all = append(all, settleTests...)
 	all = append(all, settleRunTests...)

@@ -396,6 +396,10 @@ func (t *txn) settleWith(st *settleSession, a *admRec, req backend.SettleRequest
 			}
 		}
 	}
+	if req.ExpectCurrent != "" && rec.CurrentTranscript != req.ExpectCurrent {
+		return out, fmt.Errorf("bbolt: settle %s: session %s now names transcript %s, not %s: %w",
+			req.AdmissionID, req.Session, rec.CurrentTranscript, req.ExpectCurrent, backend.ErrMoved)
+	}
 	// Load every target transcript before writing anything.
 	for _, m := range req.Messages {
 		if st.trs[m.Transcript] != nil {

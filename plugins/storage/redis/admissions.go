@@ -617,7 +617,7 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid)}
 	args := []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation,
 		map[bool]string{true: "1", false: "0"}[req.Direct], string(req.Outcome), string(req.Mode),
-		req.DeliveredTo, req.Error, nsOf(now)}
+		req.DeliveredTo, req.Error, nsOf(now), req.ExpectCurrent}
 	if err := backend.CheckSettleRequest(req); err != nil {
 		return backend.Admission{}, fmt.Errorf("redis: settle %s: %w", req.AdmissionID, err)
 	}
@@ -651,7 +651,7 @@ func (s *Store) SettleRun(ctx context.Context, reqs []backend.SettleRequest) ([]
 	keys := []string{s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
 		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid), s.k.viewers(sid)}
 	listAt := map[string]int{} // transcript → its messages list's index in KEYS (1-based)
-	args := make([]any, 0, 4+len(reqs)*13)
+	args := make([]any, 0, 4+len(reqs)*14)
 	args = append(args, s.k.changes(), sid, strconv.FormatInt(time.Now().UnixMilli(), 10), len(reqs))
 	for _, req := range reqs {
 		if err := backend.CheckSettleRequest(req); err != nil {
@@ -665,7 +665,7 @@ func (s *Store) SettleRun(ctx context.Context, reqs []backend.SettleRequest) ([]
 		}
 		now := nowOr(req.Now)
 		args = append(args, req.AdmissionID, req.Epoch, string(req.Outcome), string(req.Mode), req.DeliveredTo,
-			req.Error, nsOf(now), map[bool]string{true: "1", false: "0"}[req.Unwatched], len(req.Messages))
+			req.Error, nsOf(now), map[bool]string{true: "1", false: "0"}[req.Unwatched], req.ExpectCurrent, len(req.Messages))
 		for _, m := range req.Messages {
 			raw, err := encodeMessage(m.Role, m.Content, req.AdmissionID, now, m.Metadata)
 			if err != nil {

@@ -316,6 +316,8 @@ func (s *Store) scriptErr(r []any, op, what string) error {
 		return backend.Errorf(backend.ErrNotHead, "redis: %s %s", op, what)
 	case "watched":
 		return backend.Errorf(backend.ErrWatched, "redis: %s %s", op, what)
+	case "moved":
+		return backend.Errorf(backend.ErrMoved, "redis: %s %s: the session's current transcript moved", op, what)
 	case "fenced":
 		return backend.Errorf(backend.ErrFenced, "redis: %s %s", op, what)
 	case "held":

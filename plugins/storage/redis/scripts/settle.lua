@@ -10,9 +10,10 @@
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] epoch   ARGV[5] generation   ARGV[6] direct '1'|'0'   ARGV[7] outcome
 -- ARGV[8] mode ('' = keep)   ARGV[9] delivered_to ('' = keep)   ARGV[10] error
--- ARGV[11] now (ns)   ARGV[12..] per message: transcript, role, message JSON
+-- ARGV[11] now (ns)   ARGV[12] expected current transcript ('' = any)
+-- ARGV[13..] per message: transcript, role, message JSON
 -- Returns {'ok', record, payload, identity list} or {'not_found'} (session, admission),
--- {'no_transcript', id}, {'fenced'}, {'busy'}, {'not_head'}.
+-- {'no_transcript', id}, {'fenced'}, {'busy'}, {'not_head'}, {'moved', current}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 local id = ARGV[3]
@@ -34,9 +35,11 @@ else
   end
 end
 
+if ARGV[12] ~= '' and s.current ~= ARGV[12] then return {'moved', s.current} end
+
 -- Check every target transcript before writing anything.
 local trs = {}
-for i = 12, #ARGV, 3 do
+for i = 13, #ARGV, 3 do
   local t = ARGV[i]
   if not trs[t] then
     trs[t] = getrec(KEYS[6], t)
@@ -63,7 +66,7 @@ rec.settled_at = now
 putrec(KEYS[2], id, rec)
 
 local k = 9
-for i = 12, #ARGV, 3 do
+for i = 13, #ARGV, 3 do
   local t, role = ARGV[i], ARGV[i + 1]
   redis.call('RPUSH', KEYS[k], ARGV[i + 2])
   trs[t].message_count = trs[t].message_count + 1

@@ -9,11 +9,12 @@
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] wall-clock now (unix ms)
 -- ARGV[4] number of requests, then per request: admission id, epoch,
 --   outcome, mode, delivered_to, error, now (ns), unwatched '1'|'0',
---   number of messages, then per message: index of its list in KEYS,
+--   expected current transcript ('' = any), number of messages, then per message: index of its list in KEYS,
 --   transcript, role, message JSON
 -- Returns {status, detail, record, payload, identity list, record, …}: status
 -- 'ok' when every request was settled, else the first failure's code
--- ('not_found', 'no_transcript', 'fenced', 'busy', 'not_head', 'watched'),
+-- ('not_found', 'no_transcript', 'fenced', 'busy', 'not_head', 'watched',
+-- 'moved'),
 -- followed by the settled admissions.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found', ''} end
@@ -26,8 +27,8 @@ local epoch_now = tonumber(s.epoch)
 for _ = 1, tonumber(ARGV[4]) do
   local id, epoch = ARGV[i], tonumber(ARGV[i + 1])
   local outcome, mode, delivered, err, now = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local unwatched, nmsg = ARGV[i + 7] == '1', tonumber(ARGV[i + 8])
-  local m0 = i + 9
+  local unwatched, expect, nmsg = ARGV[i + 7] == '1', ARGV[i + 8], tonumber(ARGV[i + 9])
+  local m0 = i + 10
   i = m0 + 4 * nmsg
   local rec = getrec(KEYS[2], id)
   if not rec then out[1], out[2] = 'not_found', id break end
@@ -35,6 +36,7 @@ for _ = 1, tonumber(ARGV[4]) do
   if busy(KEYS[4], KEYS[5]) then out[1], out[2] = 'busy', id break end
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)
   if head[1] ~= id then out[1], out[2] = 'not_head', id break end
+  if expect ~= '' and s.current ~= expect then out[1], out[2] = 'moved', id break end
   if unwatched and redis.call('ZCOUNT', KEYS[9], '(' .. ARGV[3], '+inf') > 0 then
     local tr = getrec(KEYS[6], delivered)
     if tr and tr.ended_at == '' then
