@@ -94,6 +94,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: error: %v\n", err)
 		os.Exit(1)
 	}
+	// os.Exit skips deferred calls: every exit below closes the run first
+	// (its redis-servers, its temporary folder).
 	defer e.close()
 
 	rep := Report{Mode: mode, Started: start.UTC(), Machine: e.machine()}
@@ -134,12 +136,14 @@ func main() {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: error: %v\n", err)
+			e.close()
 			os.Exit(1)
 		}
 		abs, _ := filepath.Abs(*jsonOut)
 		fmt.Fprintf(os.Stderr, "bench: results written to %s\n", abs)
 	}
 	if failed {
+		e.close()
 		os.Exit(1)
 	}
 }
