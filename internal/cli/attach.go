@@ -201,7 +201,7 @@ type transcriptWatch struct {
 }
 
 func (w *transcriptWatch) catchUp(ctx context.Context) error {
-	s, err := w.st.GetSession(ctx, w.session)
+	s, err := w.st.GetSession(ctx, w.session, time.Time{})
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func completeSessionIDs(f *Factory) cobra.CompletionFunc {
 		defer st.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 		defer cancel()
-		ss, err := st.ListSessions(ctx)
+		ss, err := st.ListSessions(ctx, time.Time{})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -106,7 +106,7 @@ func completeAdmissionIDs(f *Factory) cobra.CompletionFunc {
 		if fl := cmd.Flags().Lookup("session"); fl != nil && fl.Value.String() != "" {
 			sessions = append(sessions, fl.Value.String())
 		} else {
-			ss, err := st.ListSessions(ctx)
+			ss, err := st.ListSessions(ctx, time.Time{})
 			if err != nil {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}

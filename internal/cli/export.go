@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -234,7 +235,7 @@ var errNeedsStore = errors.New("needs the store")
 // absentStore answers every lookup with errNeedsStore.
 type absentStore struct{}
 
-func (absentStore) GetSession(context.Context, string) (backend.Session, error) {
+func (absentStore) GetSession(context.Context, string, time.Time) (backend.Session, error) {
 	return backend.Session{}, errNeedsStore
 }
 func (absentStore) GetTranscript(context.Context, string) (backend.Transcript, error) {

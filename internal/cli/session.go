@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -66,7 +67,7 @@ func newSessionShowCmd(f *Factory) *cobra.Command {
 		ValidArgsFunction: completeSessionArg(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return sessionRun(f, args[0], backend.ActInspect, nil, func(p *printer, st backend.Store, _ *Config) error {
-				s, err := st.GetSession(cmd.Context(), args[0])
+				s, err := st.GetSession(cmd.Context(), args[0], time.Time{})
 				if err != nil {
 					return err
 				}
@@ -210,7 +211,7 @@ else exit 7. Draining is not restricted by roles.`,
 				if err := st.Grant(ctx, args[0], g); err != nil {
 					return err
 				}
-				s, err := st.GetSession(ctx, args[0])
+				s, err := st.GetSession(ctx, args[0], time.Time{})
 				if err != nil {
 					return err
 				}
@@ -237,7 +238,7 @@ func newSessionRevokeCmd(f *Factory) *cobra.Command {
 				if err := st.Revoke(ctx, args[0], args[1]); err != nil {
 					return err
 				}
-				s, err := st.GetSession(ctx, args[0])
+				s, err := st.GetSession(ctx, args[0], time.Time{})
 				if err != nil {
 					return err
 				}
@@ -261,7 +262,7 @@ func newSessionsCmd(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ss, err := st.ListSessions(cmd.Context())
+			ss, err := st.ListSessions(cmd.Context(), time.Time{})
 			if err != nil {
 				return err
 			}

@@ -203,7 +203,7 @@ func TestAdmitValidation(t *testing.T) {
 	if n := st.admits.Load(); n != 0 {
 		t.Errorf("invalid inputs reached the store %d times", n)
 	}
-	if _, err := st.GetSession(ctx, "s1"); !errors.Is(err, backend.ErrNotFound) {
+	if _, err := st.GetSession(ctx, "s1", time.Time{}); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("session after invalid inputs: %v, want not found", err)
 	}
 }

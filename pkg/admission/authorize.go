@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"time"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -17,7 +18,7 @@ import (
 // grant, revoke) are checked here, just before their write: a grant revoked
 // between the two is not seen by that one write.
 func Authorize(ctx context.Context, st backend.Store, session, principal string, act backend.Action, producer string) (backend.Session, error) {
-	s, err := st.GetSession(ctx, session)
+	s, err := st.GetSession(ctx, session, time.Time{})
 	if err != nil {
 		return s, err
 	}

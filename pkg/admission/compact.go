@@ -54,12 +54,12 @@ func (s *Service) Compact(ctx context.Context, req CompactRequest) (CompactRepor
 		if err := backend.ValidateID("session", req.Session); err != nil {
 			return rep, err
 		}
-		if _, err := s.Store.GetSession(ctx, req.Session); err != nil {
+		if _, err := s.Store.GetSession(ctx, req.Session, s.now()); err != nil {
 			return rep, fmt.Errorf("compact: %w", err)
 		}
 		sessions = []string{req.Session}
 	} else {
-		ss, err := s.Store.ListSessions(ctx)
+		ss, err := s.Store.ListSessions(ctx, s.now())
 		if err != nil {
 			return rep, fmt.Errorf("compact: %w", err)
 		}

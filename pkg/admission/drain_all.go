@@ -115,7 +115,7 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 		return sess.Queued > 0 || stuck
 	}
 	scan := func() error {
-		all, err := s.Store.ListSessions(ctx)
+		all, err := s.Store.ListSessions(ctx, s.now())
 		if err != nil {
 			return fmt.Errorf("drain --all: list sessions: %w", err)
 		}
@@ -149,7 +149,7 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 					events = nil
 					continue
 				}
-				sess, err := s.Store.GetSession(ctx, id)
+				sess, err := s.Store.GetSession(ctx, id, s.now())
 				if err != nil {
 					if ctx.Err() == nil {
 						opt.Log("drain %s: read session: %v", id, err)

@@ -28,7 +28,7 @@ func busy(sess backend.Session) bool { return sess.Unknown > 0 || sess.Running >
 // head reads the session and, when it is not busy, its FIFO head; ok is
 // false when there is no head to take.
 func (d *drainer) head(ctx context.Context) (sess backend.Session, a backend.Admission, ok bool, err error) {
-	sess, err = d.s.Store.GetSession(ctx, d.session)
+	sess, err = d.s.Store.GetSession(ctx, d.session, d.s.now())
 	if err != nil {
 		return sess, a, false, fmt.Errorf("drain %s: read session: %w", d.session, err)
 	}
@@ -232,7 +232,7 @@ const maxRedecide = 8
 // closed transcript is settled failed, its reply written nowhere (kept in
 // no transcript, the admission replayable).
 func (d *drainer) redecideTurn(ctx context.Context, a backend.Admission, req backend.SettleRequest) (backend.SettleRequest, error) {
-	sess, err := d.s.Store.GetSession(ctx, d.session)
+	sess, err := d.s.Store.GetSession(ctx, d.session, d.s.now())
 	if err != nil {
 		return req, err
 	}

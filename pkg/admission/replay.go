@@ -251,7 +251,7 @@ func (s *Service) replaySelection(ctx context.Context, req ReplayRequest) ([]bac
 		if len(outcomes) == 0 {
 			outcomes = []backend.Outcome{backend.OutcomeFailed, backend.OutcomeInterrupted}
 		}
-		if _, err := s.Store.GetSession(ctx, req.Session); err != nil {
+		if _, err := s.Store.GetSession(ctx, req.Session, s.now()); err != nil {
 			return nil, fmt.Errorf("replay: %w", err)
 		}
 		as, err := s.Store.ListAdmissions(ctx, req.Session, backend.AdmissionFilter{

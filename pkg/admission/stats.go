@@ -62,7 +62,7 @@ func newQueueStats(session string) QueueStats {
 func (s *Service) Stats(ctx context.Context) (Stats, error) {
 	now := s.now()
 	st := Stats{At: now.UTC(), Sessions: []QueueStats{}, Total: newQueueStats("")}
-	sessions, err := s.Store.ListSessions(ctx)
+	sessions, err := s.Store.ListSessions(ctx, s.now())
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}

@@ -38,7 +38,7 @@ func TestLineageLoopIsInternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := &admission.Service{Store: loopStore{st}}
-	sess, err := st.GetSession(ctx, "s1")
+	sess, err := st.GetSession(ctx, "s1", time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

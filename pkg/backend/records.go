@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // MaxPayloadBytes is the largest canonical payload any configuration
@@ -84,7 +85,7 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // RecordLookup is what CheckRecords reads of the store being imported
 // into: every Store has it.
 type RecordLookup interface {
-	GetSession(ctx context.Context, id string) (Session, error)
+	GetSession(ctx context.Context, id string, now time.Time) (Session, error)
 	GetTranscript(ctx context.Context, id string) (Transcript, error)
 	GetAdmission(ctx context.Context, id string) (Admission, error)
 }
@@ -203,7 +204,7 @@ func (c *recordCheck) inStoreSession(id string) (bool, error) {
 	if ok, done := c.storeSessions[id]; done {
 		return ok, nil
 	}
-	_, err := c.st.GetSession(c.ctx, id)
+	_, err := c.st.GetSession(c.ctx, id, time.Time{})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return false, err
 	}

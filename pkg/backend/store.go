@@ -34,11 +34,12 @@ type Store interface {
 	// owner (ValidateID, ValidateToken).
 	OpenSession(ctx context.Context, req OpenSessionRequest) (s Session, created bool, err error)
 
-	// GetSession returns a session with its counters and live viewer count.
-	GetSession(ctx context.Context, id string) (Session, error)
+	// GetSession returns a session with its counters and the count of its
+	// viewers live at now (zero: time.Now()).
+	GetSession(ctx context.Context, id string, now time.Time) (Session, error)
 
 	// ListSessions returns every session ordered by id.
-	ListSessions(ctx context.Context) ([]Session, error)
+	ListSessions(ctx context.Context, now time.Time) ([]Session, error)
 
 	// Grant gives g.Principal g.Role on the session, replacing any grant
 	// it had. ErrInvalid for a malformed grant (CheckGrant) or one to the

@@ -74,7 +74,7 @@ func (h *harness) openSession(id string) backend.Session {
 
 func (h *harness) session(id string) backend.Session {
 	h.t.Helper()
-	s, err := h.store.GetSession(h.ctx, id)
+	s, err := h.store.GetSession(h.ctx, id, time.Time{})
 	if err != nil {
 		h.t.Fatalf("get session %s: %v", id, err)
 	}

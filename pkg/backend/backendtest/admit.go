@@ -109,7 +109,7 @@ func testAdmitRequestID(t *testing.T, s backend.Store) {
 func testAdmitCreateSession(t *testing.T, s backend.Store) {
 	res := admit1(t, s, backend.AdmitRequest{Session: "new", Kind: backend.KindHuman, Principal: Other, Payload: Payload("x")})
 	wantErr(t, "human to unknown session without CreateSession", res.Err, backend.ErrNotFound)
-	_, err := s.GetSession(ctxOf(t), "new")
+	_, err := s.GetSession(ctxOf(t), "new", time.Time{})
 	wantErr(t, "session after refused admit", err, backend.ErrNotFound)
 
 	res = admit1(t, s, backend.AdmitRequest{Session: "new", Kind: backend.KindHuman, Principal: Other, Payload: Payload("x"), CreateSession: true})
@@ -125,7 +125,7 @@ func testAdmitCreateSession(t *testing.T, s backend.Store) {
 
 	res = admit1(t, s, autoReq("ghost", "done", "id-1"))
 	wantErr(t, "automation to unknown session", res.Err, backend.ErrNotFound)
-	_, err = s.GetSession(ctxOf(t), "ghost")
+	_, err = s.GetSession(ctxOf(t), "ghost", time.Time{})
 	wantErr(t, "session after automation to unknown session", err, backend.ErrNotFound)
 }
 
@@ -453,7 +453,7 @@ func testAdmitBatchOneSessionFails(t *testing.T, s backend.Store) {
 	if n := len(listAdmissions(t, s, "s1", backend.AdmissionFilter{})); n != 1 {
 		t.Errorf("s1: %d admissions, want 1", n)
 	}
-	if _, err := s.GetSession(ctxOf(t), "taken"); !errors.Is(err, backend.ErrNotFound) {
+	if _, err := s.GetSession(ctxOf(t), "taken", time.Time{}); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("session taken: %v, want not found (never created)", err)
 	}
 }

@@ -4,9 +4,9 @@
 //
 // The suite tests only the backend.Store contract (pkg/backend/store.go,
 // docs/contract.md §2, §4, §5, §7). Time is steered through the requests' Now
-// fields, never by sleeping, except for viewer expiry, which GetSession
-// measures against the wall clock. Times used are whole seconds, so a
-// store may keep times at millisecond precision.
+// fields (and GetSession's and ListSessions' now, which count live viewers),
+// never by sleeping. Times used are whole seconds, so a store may keep times
+// at millisecond precision.
 package backendtest
 
 import (
@@ -129,7 +129,7 @@ func openSession(t *testing.T, s backend.Store, id string) backend.Session {
 
 func getSession(t *testing.T, s backend.Store, id string) backend.Session {
 	t.Helper()
-	sess, err := s.GetSession(ctxOf(t), id)
+	sess, err := s.GetSession(ctxOf(t), id, time.Time{})
 	noErr(t, "get session "+id, err)
 	return sess
 }

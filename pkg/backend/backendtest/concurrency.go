@@ -240,7 +240,7 @@ func testRaceRefusals(t *testing.T, s backend.Store) {
 	if n := len(listAdmissions(t, s, "shut", backend.AdmissionFilter{})); n != 0 {
 		t.Errorf("closed session got %d admissions", n)
 	}
-	if _, err := s.GetSession(ctxOf(t), "ghost"); !errors.Is(err, backend.ErrNotFound) {
+	if _, err := s.GetSession(ctxOf(t), "ghost", time.Time{}); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("unknown session after automation offers: %v", err)
 	}
 }

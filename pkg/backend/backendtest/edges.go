@@ -33,7 +33,7 @@ var edgeTests = []suiteTest{
 func testInvalidOwnerAndPrincipal(t *testing.T, s backend.Store) {
 	_, _, err := s.OpenSession(ctxOf(t), backend.OpenSessionRequest{ID: "s1", Owner: "", Now: T0})
 	wantErr(t, "open a session without owner", err, backend.ErrInvalid)
-	_, err = s.GetSession(ctxOf(t), "s1")
+	_, err = s.GetSession(ctxOf(t), "s1", time.Time{})
 	wantErr(t, "session after a refused open", err, backend.ErrNotFound)
 	_, _, err = s.OpenSession(ctxOf(t), backend.OpenSessionRequest{ID: "bad id", Owner: Owner, Now: T0})
 	wantErr(t, "open a session with a bad id", err, backend.ErrInvalid)
@@ -227,7 +227,7 @@ func testAdmitMalformed(t *testing.T, s backend.Store) {
 		}
 	}
 	for _, id := range []string{"fresh", "bad id"} {
-		if _, err := s.GetSession(ctxOf(t), id); err == nil {
+		if _, err := s.GetSession(ctxOf(t), id, time.Time{}); err == nil {
 			t.Errorf("a malformed request created session %q", id)
 		}
 	}
@@ -266,7 +266,7 @@ func testImportOutOfOrder(t *testing.T, s backend.Store) {
 		recs["transcript before its session"],
 	})
 	wantErr(t, "import a batch with a record out of order", err, backend.ErrInvalid)
-	if ss, err := s.ListSessions(ctxOf(t)); err != nil || len(ss) != 0 {
+	if ss, err := s.ListSessions(ctxOf(t), time.Time{}); err != nil || len(ss) != 0 {
 		t.Errorf("sessions after refused imports: %v, %v", ss, err)
 	}
 	if _, err := s.GetTranscript(ctxOf(t), "s5"); err == nil {

@@ -167,16 +167,16 @@ func (f *FaultStore) OpenSession(ctx context.Context, req backend.OpenSessionReq
 	return s, created, nil
 }
 
-func (f *FaultStore) GetSession(ctx context.Context, id string) (s backend.Session, err error) {
-	err = f.do(ctx, "GetSession", func() (err error) { s, err = f.Store.GetSession(ctx, id); return })
+func (f *FaultStore) GetSession(ctx context.Context, id string, now time.Time) (s backend.Session, err error) {
+	err = f.do(ctx, "GetSession", func() (err error) { s, err = f.Store.GetSession(ctx, id, now); return })
 	if err != nil {
 		return backend.Session{}, err
 	}
 	return s, nil
 }
 
-func (f *FaultStore) ListSessions(ctx context.Context) (out []backend.Session, err error) {
-	err = f.do(ctx, "ListSessions", func() (err error) { out, err = f.Store.ListSessions(ctx); return })
+func (f *FaultStore) ListSessions(ctx context.Context, now time.Time) (out []backend.Session, err error) {
+	err = f.do(ctx, "ListSessions", func() (err error) { out, err = f.Store.ListSessions(ctx, now); return })
 	if err != nil {
 		return nil, err
 	}

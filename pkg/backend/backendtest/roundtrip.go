@@ -203,7 +203,7 @@ func runHead(t *testing.T, s backend.Store, r *rand.Rand, sid string, now time.T
 	}
 	heads, err := s.ListAdmissions(ctxOf(t), sid, backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusQueued}, Limit: 1})
 	check("head", err)
-	sess, err := s.GetSession(ctxOf(t), sid)
+	sess, err := s.GetSession(ctxOf(t), sid, time.Time{})
 	check("session", err)
 	if len(heads) == 0 || err != nil {
 		return

@@ -66,7 +66,7 @@ func TestDeadlineBoundsEveryCall(t *testing.T) {
 			return err
 		},
 		"get session": func(ctx context.Context) error {
-			_, err := s.GetSession(ctx, "s1")
+			_, err := s.GetSession(ctx, "s1", time.Time{})
 			return err
 		},
 	}

@@ -175,7 +175,7 @@ func TestLockWaitBoundedWhenAnotherProcessHoldsTheFile(t *testing.T) {
 			if !errors.Is(err, backend.ErrUnavailable) {
 				t.Fatalf("open while another process holds the file: %v, want ErrUnavailable", err)
 			}
-			_, err = s.GetSession(context.Background(), "s1")
+			_, err = s.GetSession(context.Background(), "s1", time.Time{})
 			if !errors.Is(err, backend.ErrUnavailable) {
 				t.Fatalf("read while another process holds the file: %v, want ErrUnavailable", err)
 			}
@@ -336,8 +336,8 @@ func testCorrupt(t *testing.T, which string) {
 	}
 	calls := map[string]func() error{
 		"open": func() error { _, err := openAt(t, path, time.Second); return err },
-		"get":  func() error { _, err := s.GetSession(ctx, "s01"); return err },
-		"list": func() error { _, err := s.ListSessions(ctx); return err },
+		"get":  func() error { _, err := s.GetSession(ctx, "s01", time.Time{}); return err },
+		"list": func() error { _, err := s.ListSessions(ctx, time.Time{}); return err },
 		"admit": func() error {
 			_, err := s.Admit(ctx, []backend.AdmitRequest{{Session: "s01", Kind: backend.KindHuman, Principal: "alice", Payload: []byte(`{"text":"x"}`)}})
 			return err

@@ -28,7 +28,7 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 	err := s.update(ctx, func(t *txn) error {
 		created = false
 		if sb, rec, err := t.session(req.ID); err == nil {
-			out, err = t.sessionView(sb, rec)
+			out, err = t.sessionView(sb, rec, nowOr(req.Now))
 			return err
 		}
 		if t.transcriptExists(req.ID) {
@@ -42,7 +42,7 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 			return err
 		}
 		created = true
-		out, err = t.sessionView(sb, rec)
+		out, err = t.sessionView(sb, rec, nowOr(req.Now))
 		return err
 	})
 	return out, created, err
@@ -60,26 +60,28 @@ func (t *txn) newSession(id, owner string, now time.Time) (*sessionRec, error) {
 }
 
 // GetSession returns a session with its counters and live viewers.
-func (s *Store) GetSession(ctx context.Context, id string) (backend.Session, error) {
+func (s *Store) GetSession(ctx context.Context, id string, now time.Time) (backend.Session, error) {
+	now = nowOr(now)
 	var out backend.Session
 	err := s.view(ctx, func(t *txn) error {
 		sb, rec, err := t.session(id)
 		if err != nil {
 			return err
 		}
-		out, err = t.sessionView(sb, rec)
+		out, err = t.sessionView(sb, rec, now)
 		return err
 	})
 	return out, err
 }
 
 // ListSessions returns every session in id order.
-func (s *Store) ListSessions(ctx context.Context) ([]backend.Session, error) {
+func (s *Store) ListSessions(ctx context.Context, now time.Time) ([]backend.Session, error) {
+	now = nowOr(now)
 	var out []backend.Session
 	err := s.view(ctx, func(t *txn) error {
 		out = nil
 		return t.eachSession(func(sb *bolt.Bucket, rec *sessionRec) error {
-			sv, err := t.sessionView(sb, rec)
+			sv, err := t.sessionView(sb, rec, now)
 			out = append(out, sv)
 			return err
 		})

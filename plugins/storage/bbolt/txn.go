@@ -472,13 +472,13 @@ func (t *txn) liveViewers(sb *bolt.Bucket, now time.Time) int {
 }
 
 // sessionView builds the backend.Session of a record.
-func (t *txn) sessionView(sb *bolt.Bucket, rec *sessionRec) (backend.Session, error) {
+func (t *txn) sessionView(sb *bolt.Bucket, rec *sessionRec, now time.Time) (backend.Session, error) {
 	s := backend.Session{
 		ID: rec.ID, Owner: rec.Owner, CurrentTranscript: rec.CurrentTranscript,
 		Epoch: rec.Epoch, Generation: rec.Generation, LeaseHolder: rec.LeaseHolder,
 		LeaseExpiresAt: utc(rec.LeaseExpiresAt), NextSeq: rec.NextSeq,
 		Queued: rec.Queued, Running: rec.Running, Unknown: rec.Unknown,
-		Viewers: t.liveViewers(sb, time.Now()), CreatedAt: utc(rec.CreatedAt),
+		Viewers: t.liveViewers(sb, now), CreatedAt: utc(rec.CreatedAt),
 	}
 	if len(rec.Grants) > 0 {
 		s.Grants = backend.NormalGrants(rec.Grants)

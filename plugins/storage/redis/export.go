@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -14,7 +15,7 @@ import (
 // its transcripts by id each followed by its messages, then its admissions
 // by seq (the order of every store).
 func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error {
-	sessions, err := s.ListSessions(ctx)
+	sessions, err := s.ListSessions(ctx, time.Time{})
 	if err != nil {
 		return err
 	}

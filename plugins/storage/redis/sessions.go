@@ -149,18 +149,19 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 	if err != nil {
 		return backend.Session{}, false, s.wrap("open session "+req.ID, err)
 	}
-	sess, err := s.GetSession(ctx, req.ID)
+	sess, err := s.GetSession(ctx, req.ID, time.Time{})
 	return sess, status(r) == "created", err
 }
 
 // GetSession reads a session with its counters and live viewers.
-func (s *Store) GetSession(ctx context.Context, id string) (backend.Session, error) {
+func (s *Store) GetSession(ctx context.Context, id string, now time.Time) (backend.Session, error) {
+	now = nowOr(now)
 	var sess backend.Session
 	err := s.readRetry(ctx, "get session "+id, func() error {
 		r, err := s.eval(ctx, scriptGetSession, []string{
 			s.k.session(id), s.k.grants(id), s.k.transcripts(id), s.k.queued(id),
 			s.k.running(id), s.k.unknown(id), s.k.viewers(id),
-		}, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		}, strconv.FormatInt(now.UnixMilli(), 10))
 		if err != nil {
 			return err
 		}
@@ -212,7 +213,8 @@ func decodeSession(r []any) (backend.Session, error) {
 }
 
 // ListSessions returns every session ordered by id.
-func (s *Store) ListSessions(ctx context.Context) ([]backend.Session, error) {
+func (s *Store) ListSessions(ctx context.Context, now time.Time) ([]backend.Session, error) {
+	now = nowOr(now)
 	var ids []string
 	err := s.readRetry(ctx, "list sessions", func() error {
 		var err error
@@ -225,7 +227,7 @@ func (s *Store) ListSessions(ctx context.Context) ([]backend.Session, error) {
 	sort.Strings(ids)
 	out := make([]backend.Session, 0, len(ids))
 	for _, id := range ids {
-		sess, err := s.GetSession(ctx, id)
+		sess, err := s.GetSession(ctx, id, now)
 		if backend.CodeOf(err) == backend.CodeNotFound {
 			continue // an index entry whose session was never created
 		}

@@ -244,14 +244,14 @@ func TestServerGoesAwayAndComesBack(t *testing.T) {
 	if err := admit(); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("admit with the server down: %v, want ErrUnavailable", err)
 	}
-	if _, err := s.GetSession(ctx, "s1"); !errors.Is(err, backend.ErrUnavailable) {
+	if _, err := s.GetSession(ctx, "s1", time.Time{}); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("get session with the server down: %v, want ErrUnavailable", err)
 	}
 	srv.Restart()
 	if err := admit(); err != nil {
 		t.Fatalf("admit after restart: %v", err)
 	}
-	sess, err := s.GetSession(ctx, "s1")
+	sess, err := s.GetSession(ctx, "s1", time.Time{})
 	if err != nil || sess.Queued != 1 {
 		t.Fatalf("after restart: %+v, %v; want the session (AOF) with one queued admission", sess, err)
 	}
@@ -264,7 +264,7 @@ func TestTLS(t *testing.T) {
 	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
 		t.Fatalf("over TLS: %v", err)
 	}
-	if _, err := s.GetSession(ctx, "s1"); err != nil {
+	if _, err := s.GetSession(ctx, "s1", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	// Without the CA, or under another name, the server's certificate is
