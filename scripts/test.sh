@@ -28,17 +28,37 @@ echo "== go vet"
 go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
+# fuzz PKG TARGET TIME runs one fuzz target for TIME. A crash is written to
+# PKG/testdata/fuzz/TARGET/ (commit it: it becomes a seed corpus entry the
+# plain go test runs from then on) and fails the run. Go 1.26's fuzz
+# coordinator can also fail a clean run at the end of -fuzztime with a bare
+# "context deadline exceeded" when a worker answers late on a loaded
+# machine (golang/go#75804, fixed in Go 1.27): with no crasher written and
+# that message alone, the run counts as passed, and says so.
+fuzz() {
+  local pkg=$1 target=$2 time=$3 log before after
+  log=$(mktemp)
+  before=$(ls "$pkg/testdata/fuzz/$target" 2>/dev/null | sort)
+  if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$time" -fuzzminimizetime 5s -parallel 2 "./$pkg/" >"$log" 2>&1; then
+    tail -n 1 "$log"; rm -f "$log"; return 0
+  fi
+  after=$(ls "$pkg/testdata/fuzz/$target" 2>/dev/null | sort)
+  if [ "$before" = "$after" ] && grep -q '^    context deadline exceeded$' "$log" &&
+    [ "$(grep -c -e '--- FAIL' -e 'panic:' -e 'Failing input' "$log")" = 1 ]; then
+    echo "fuzz $target: the Go fuzz coordinator's end-of-run deadline race (golang/go#75804), no crasher: passed"
+    rm -f "$log"; return 0
+  fi
+  cat "$log"; rm -f "$log"; return 1
+}
 echo "== fuzz: batch line parser and import reader (20s each)"
-# A crash found here is written to internal/cli/testdata/fuzz/FuzzX/ (commit
-# it: it becomes a seed corpus entry the plain go test runs from then on).
 for target in FuzzParseBatchLine FuzzReadRecords; do
-  go test -run '^$' -fuzz "^${target}\$" -fuzztime "${HERMESQ_FUZZTIME:-20s}" -fuzzminimizetime 5s -parallel 2 ./internal/cli/
+  fuzz internal/cli "$target" "${HERMESQ_FUZZTIME:-20s}"
 done
 echo "== fuzz: config, payloads, identities, bbolt codec, Redis replies, store URLs (10s each)"
 # The security targets; each ran 60 s locally when written (see the README).
 for pt in internal/cli:FuzzConfig pkg/admission:FuzzCanonical pkg/admission:FuzzIdentities \
   plugins/storage/bbolt:FuzzRecordCodec plugins/storage/redis:FuzzReplyDecoder plugins/storage/redis:FuzzStoreURL; do
-  go test -run '^$' -fuzz "^${pt#*:}\$" -fuzztime "${HERMESQ_FUZZTIME_SHORT:-10s}" -fuzzminimizetime 5s -parallel 2 "./${pt%%:*}/"
+  fuzz "${pt%%:*}" "${pt#*:}" "${HERMESQ_FUZZTIME_SHORT:-10s}"
 done
 echo "== soak: chaos (drainers killed; Redis writes paused and connections dropped) and Redis faults (bounded)"
 # -v for the figures the soak reports (kills survived, admits re-run): on
