@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/url"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -180,22 +179,8 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 
 	// SIGINT/SIGTERM cancel the drain: the running turn gets the grace,
 	// is settled, the lease is released, then we exit 130/143.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sigs, stop := o.f.Signals(syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	var sigMu sync.Mutex
-	var caught *signalError
-	go func() {
-		select {
-		case s := <-sigs:
-			sigMu.Lock()
-			caught = &signalError{sig: s, op: "drain"}
-			sigMu.Unlock()
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, signals := o.f.watchSignals(ctx, "drain")
+	defer signals.Stop()
 
 	var reports []admission.DrainReport
 	if o.All {
@@ -203,10 +188,7 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	} else {
 		reports, err = drainSessions(ctx, svc, o.Sessions, opt, o.Parallel)
 	}
-	cancel()
-	sigMu.Lock()
-	sig := caught
-	sigMu.Unlock()
+	sig := signals.Caught()
 
 	if perr := printReports(p, reports, !o.All && len(o.Sessions) == 1); perr != nil && err == nil {
 		err = perr

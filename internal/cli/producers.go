@@ -9,8 +9,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"sync"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -140,28 +138,10 @@ func runProducers(ctx context.Context, o *producersRunOptions) error {
 		return nil
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sigs, stop := o.f.Signals(syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	var sigMu sync.Mutex
-	var caught *signalError
-	go func() {
-		select {
-		case s := <-sigs:
-			sigMu.Lock()
-			caught = &signalError{sig: s, op: "producers run"}
-			sigMu.Unlock()
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, signals := o.f.watchSignals(ctx, "producers run")
+	defer signals.Stop()
 	failures := h.run(ctx, specs)
-	cancel()
-	sigMu.Lock()
-	sig := caught
-	sigMu.Unlock()
-	if sig != nil {
+	if sig := signals.Caught(); sig != nil {
 		return sig
 	}
 	if len(failures) == 0 {
