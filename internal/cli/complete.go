@@ -44,12 +44,16 @@ func completionStore(f *Factory) backend.Store {
 // completeSessionArg completes a command's first argument with the
 // store's session ids (drain, queue, session show…).
 func completeSessionArg(f *Factory) cobra.CompletionFunc {
-	ids := completeSessionIDs(f)
+	return firstArg(completeSessionIDs(f))
+}
+
+// firstArg completes only a command's first argument with complete.
+func firstArg(complete cobra.CompletionFunc) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return ids(cmd, args, toComplete)
+		return complete(cmd, args, toComplete)
 	}
 }
 
@@ -81,13 +85,7 @@ func completeSessionIDs(f *Factory) cobra.CompletionFunc {
 // completeAdmissionArg completes a command's one argument with admission
 // ids (show, cancel, resolve).
 func completeAdmissionArg(f *Factory) cobra.CompletionFunc {
-	ids := completeAdmissionIDs(f)
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return ids(cmd, args, toComplete)
-	}
+	return firstArg(completeAdmissionIDs(f))
 }
 
 // completeAdmissionIDs completes admission ids: those of every session,
