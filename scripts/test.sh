@@ -71,6 +71,13 @@ if ! HERMESQ_CHAOS=1 HERMESQ_CHAOS_INPUTS="${HERMESQ_CHAOS_INPUTS:-2000}" HERMES
   exit 1
 fi
 grep -E '^(--- |ok)|inputs across|killed with SIGKILL|store faults|turns ran again|failed with 75' "$soak_log"
+echo "== batch memory: 200,000 lines through admit --batch on each store, under 64 MiB peak RSS"
+if ! HERMESQ_BATCH_RSS=1 HERMESQ_BATCH_LINES="${HERMESQ_BATCH_LINES:-200000}" \
+  go test -count=1 -v -timeout 20m -run '^TestBatchPeakRSS$' ./acceptance/ >"$soak_log" 2>&1; then
+  cat "$soak_log"
+  exit 1
+fi
+grep -E '^(--- |ok)|peak RSS' "$soak_log"
 echo "== bench -quick (checks that every figure runs; speed is not judged here)"
 # The bench is its own module (it measures asynq beside hermesq); the README's
 # "Performance" section has the full run and its figures.

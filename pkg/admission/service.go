@@ -33,8 +33,8 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
-// NewID returns a random 128-bit id in lower-case hex, as admissions and
-// viewers are named.
+// NewID returns a random 128-bit id in lower-case hex (drainer names,
+// compression children). Admission ids come from backend.NewAdmissionID.
 func NewID() string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

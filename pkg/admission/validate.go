@@ -321,7 +321,7 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 		return req, err
 	}
 	req = backend.AdmitRequest{
-		ID:        NewID(),
+		ID:        backend.NewAdmissionID(s.now()),
 		Session:   in.Session,
 		Principal: in.Principal,
 		Payload:   payload,

@@ -69,7 +69,7 @@ var CloseReasons = []string{"cli_close", "new_session", "resumed_other", "branch
 // Admission is one durable entry in a session's FIFO (docs/contract.md §2, §11).
 // Empty strings and zero times are absent values and marshal as JSON null.
 type Admission struct {
-	ID           string          // random 128-bit hex
+	ID           string          // 128-bit hex: 48 bits of milliseconds, 80 random (NewAdmissionID)
 	Session      string          //
 	Seq          uint64          // FIFO position, strictly increasing per session
 	Kind         Kind            //

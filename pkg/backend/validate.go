@@ -135,7 +135,7 @@ func ValidateName(what, s string) error {
 }
 
 // ValidateAdmissionID checks an admission id as admit creates them: 32
-// lower-case hex digits (128 random bits).
+// lower-case hex digits (128 bits, NewAdmissionID).
 func ValidateAdmissionID(id string) error {
 	if len(id) != 32 {
 		return fmt.Errorf("admission id %q is not 32 hex digits: %w", id, ErrInvalid)

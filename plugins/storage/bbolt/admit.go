@@ -2,8 +2,6 @@ package bbolt
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -21,7 +19,7 @@ func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backe
 	for i, r := range reqs {
 		ids[i] = r.ID
 		if ids[i] == "" {
-			ids[i] = newAdmissionID()
+			ids[i] = backend.NewAdmissionID(nowOr(r.Now))
 		}
 	}
 	err := s.update(ctx, func(t *txn) error {
@@ -42,12 +40,6 @@ func (s *Store) Admit(ctx context.Context, reqs []backend.AdmitRequest) ([]backe
 		return nil, err
 	}
 	return out, nil
-}
-
-func newAdmissionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // admit is one request's atomic step (docs/contract.md §2). It returns a domain error

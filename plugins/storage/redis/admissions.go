@@ -231,7 +231,7 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 	create := false
 	for i := range reqs {
 		if reqs[i].ID == "" {
-			reqs[i].ID = newID()
+			reqs[i].ID = backend.NewAdmissionID(reqs[i].Now)
 		}
 		create = create || (reqs[i].Kind == backend.KindHuman && reqs[i].CreateSession)
 	}

@@ -63,7 +63,7 @@ func (s *Store) ReleaseLease(ctx context.Context, req backend.LeaseRequest) erro
 	return s.scriptErr(r, "release lease of", "session "+sid)
 }
 
-// newID returns 128 random bits in hex: a viewer or admission id.
+// newID returns 128 random bits in hex: a viewer id.
 func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
