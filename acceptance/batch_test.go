@@ -164,17 +164,20 @@ func results(t *testing.T, out string) []batchResult {
 	return rs
 }
 
-// admit --batch streams: the results of the first chunk are printed (and
-// committed) while the rest of the batch has not even been written; every
-// committed line's result is printed even when a later line fails, and the
-// exit code is the failed line's.
+// admit --batch streams: a line written alone into the pipe is committed
+// and printed at once, while the batch stays open; lines that arrive
+// together are committed together and printed before the rest of the batch
+// has even been written; every committed line's result is printed even
+// when a later line fails, and the exit code is the failed line's.
 func TestBatchStreamsResults(t *testing.T) {
 	for _, s := range storeURLs(t) {
 		t.Run(s.Name, func(t *testing.T) {
 			u := s.URL(t)
 			b := startBatch(t, u)
-			b.write(t, 0, 300)
-			b.out.waitLines(t, 256, b.exited) // the first chunk, before the batch ends
+			b.write(t, 0, 1)
+			b.out.waitLines(t, 1, b.exited) // one line, with the batch still open
+			b.write(t, 1, 300)
+			b.out.waitLines(t, 300, b.exited)
 			b.write(t, 300, 600)
 			// A later line reuses line 0's request id with another payload: a
 			// conflict (exit 4) after 599 committed lines.
@@ -211,7 +214,7 @@ func TestBatchStoreFailsMidway(t *testing.T) {
 	u := srv.FreshURL()
 	b := startBatch(t, u, "--timeout", "2s")
 	b.write(t, 0, 300)
-	b.out.waitLines(t, 256, b.exited)
+	b.out.waitLines(t, 300, b.exited)
 	srv.Kill()
 	b.write(t, 300, 400)
 	code := b.wait(t)
@@ -220,13 +223,13 @@ func TestBatchStoreFailsMidway(t *testing.T) {
 	}
 	rs := results(t, b.out.String())
 	if len(rs) != 400 {
-		t.Fatalf("%d result lines, want 400 (256 committed, 144 unavailable)", len(rs))
+		t.Fatalf("%d result lines, want 400 (300 committed, 100 unavailable)", len(rs))
 	}
 	for i, r := range rs {
 		switch {
-		case i < 256 && r.Result != "admitted":
+		case i < 300 && r.Result != "admitted":
 			t.Fatalf("line %d: %+v, want admitted", i+1, r)
-		case i >= 256 && (r.Error != "unavailable" || r.Line != i+1):
+		case i >= 300 && (r.Error != "unavailable" || r.Line != i+1):
 			t.Fatalf("line %d: %+v, want unavailable", i+1, r)
 		}
 	}
@@ -242,8 +245,8 @@ func TestBatchStoreFailsMidway(t *testing.T) {
 			dup++
 		}
 	}
-	if dup != 256 {
-		t.Fatalf("re-run: %d duplicates, want the 256 committed lines", dup)
+	if dup != 300 {
+		t.Fatalf("re-run: %d duplicates, want the 300 committed lines", dup)
 	}
 }
 

@@ -84,9 +84,10 @@ and 2 (a malformed line). With -o json or jsonl, --batch prints one JSON
 object a line: the admit result, or
 {"line":N,"error":"invalid","message":"..."} for a bad line.
 
-A batch is read, committed and printed in chunks (256 lines or 1 MiB), so a
-batch of any size runs in bounded memory and every result printed is
-committed. If the store fails a chunk as a whole (unavailable), its lines are
+A batch is read, committed and printed in chunks (1,024 lines or 1 MiB, or
+what has arrived when a pipe's input pauses), so a batch of any size runs in
+bounded memory, every result printed is committed, and a line written into
+a pipe now and then is admitted at once. If the store fails a chunk as a whole (unavailable), its lines are
 reported failed and the batch stops there: the chunks before it are
 committed, the lines after it were not tried. A batch killed part-way leaves
 its earlier chunks committed (on bbolt each chunk is one transaction; on
@@ -262,7 +263,7 @@ type batchError struct {
 // a chunk of its own), so memory stays bounded whatever the batch size and
 // results appear while the batch runs. Each chunk is one store call.
 const (
-	batchChunkLines = 256
+	batchChunkLines = 1024
 	batchChunkBytes = 1 << 20
 	// batchMemoryLimit is the soft heap limit of a batch (runtime/debug).
 	batchMemoryLimit = 24 << 20
@@ -415,10 +416,14 @@ func (b *batchRun) result() error {
 }
 
 // readBatch reads NDJSON inputs, one a line, and hands them to commit in
-// chunks (batchChunkLines, batchChunkBytes). Blank lines are skipped; a
+// chunks (batchChunkLines, batchChunkBytes), and whenever the input pauses:
+// a line read with nothing more to read without waiting is committed at
+// once, so a producer writing now and then into a pipe sees each line
+// admitted without waiting for a chunk to fill. Blank lines are skipped; a
 // line that is not one input object is kept with its error.
 func readBatch(r io.Reader, principal string, commit func([]batchLine) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
+	ready := inputReady(r)
+	br := bufio.NewReaderSize(r, batchChunkBytes)
 	chunk := make([]batchLine, 0, batchChunkLines)
 	size := 0
 	flush := func() error {
@@ -453,7 +458,7 @@ func readBatch(r io.Reader, principal string, commit func([]batchLine) error) er
 		if eof {
 			return flush()
 		}
-		if len(chunk) >= batchChunkLines || size >= batchChunkBytes {
+		if len(chunk) >= batchChunkLines || size >= batchChunkBytes || br.Buffered() == 0 && !ready() {
 			if err := flush(); err != nil {
 				return err
 			}
