@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -164,10 +165,15 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	var outErr error
 	if p.text() {
 		opt.NoExecuted = true // each is printed as it is settled; the report is not
-		opt.Settled = func(a backend.Admission) {
+		var buf bytes.Buffer
+		opt.Settled = func(as []backend.Admission) {
 			outMu.Lock()
 			defer outMu.Unlock()
-			if err := executedText(p.ios.Out, a); err != nil && outErr == nil {
+			buf.Reset()
+			for _, a := range as {
+				executedText(&buf, a)
+			}
+			if _, err := p.ios.Out.Write(buf.Bytes()); err != nil && outErr == nil {
 				outErr = err
 			}
 		}

@@ -35,11 +35,12 @@ type DrainOptions struct {
 	Follow    bool                             // keep draining as inputs arrive, until ctx ends
 	Grace     time.Duration                    // after ctx ends, a running turn may finish for this long, then it is killed
 	Log       func(format string, args ...any) // progress lines for stderr; nil: silent
-	// Settled, when set, is called with each admission the drain executed
-	// as soon as it is settled (what DrainReport.Executed lists at the
-	// end), so a long drain can show its work as it goes. DrainAll calls
-	// it from several goroutines at once.
-	Settled func(backend.Admission)
+	// Settled, when set, is called with the admissions the drain executed
+	// as soon as they are settled (what DrainReport.Executed lists at the
+	// end), so a long drain can show its work as it goes: once per store
+	// operation, with one admission or a run of notes settled together.
+	// DrainAll calls it from several goroutines at once.
+	Settled func([]backend.Admission)
 	// NoExecuted leaves DrainReport.Executed empty (the counts are kept):
 	// memory stays flat however long the drain, for a caller that sees each
 	// admission through Settled.

@@ -59,9 +59,7 @@ func (d *drainer) noteRun(ctx context.Context, sess backend.Session, a backend.A
 			settled = append(settled, x)
 		}
 	}
-	for _, x := range settled {
-		d.settled(x)
-	}
+	d.settled(settled...)
 	switch {
 	case err == nil:
 		return stepDone, false, nil

@@ -174,14 +174,25 @@ func (d *drainer) unknown(ctx context.Context) (stepResult, bool, error) {
 	return stepDone, false, nil
 }
 
-// settled records an admission this drainer settled.
-func (d *drainer) settled(a backend.Admission) {
+// settled records admissions this drainer settled in one store operation
+// (one, or a run of notes).
+func (d *drainer) settled(as ...backend.Admission) {
+	if len(as) == 0 {
+		return
+	}
 	if !d.opt.NoExecuted {
-		d.rep.Executed = append(d.rep.Executed, a)
+		d.rep.Executed = append(d.rep.Executed, as...)
 	}
 	if d.opt.Settled != nil {
-		d.opt.Settled(a)
+		d.opt.Settled(as)
 	}
+	for _, a := range as {
+		d.count(a)
+	}
+}
+
+// count adds a settled admission to the report and the log.
+func (d *drainer) count(a backend.Admission) {
 	switch {
 	case a.Outcome == backend.OutcomeCompleted && a.Mode == backend.ModeNote:
 		d.rep.Notes++
