@@ -1,10 +1,14 @@
 package redis
 
 import (
+	"encoding/json"
 	"errors"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -12,13 +16,14 @@ import (
 // FuzzReplyDecoder: the decoders of script replies (an admission record
 // with its payload and identities, a transcript record, a session reply)
 // never panic on anything a server could send; what they refuse is
-// ErrInternal.
+// ErrInternal; records decode as encoding/json decodes them.
 func FuzzReplyDecoder(f *testing.F) {
 	f.Add(`{"id":"a","session":"s1","seq":1,"kind":"human","principal":"p","status":"queued","admitted_at":1}`, `{"text":"x"}`, "i1\x00i2",
 		"id\x00s1\x00owner\x00alice\x00current\x00s1\x00epoch\x003", "bob\x00{\"role\":\"writer\"}")
 	f.Add(`{"id":"t","session":"s1","n":2,"message_count":2}`, "", "", "", "bob\x00not json")
 	f.Add("", "", "", "odd", "x")
 	f.Add("[]", "null", "\x00", "\x00\x00\x00", "\x00")
+	f.Add("{\"ID\":\"a\u2028\xff\",\"id\":\"b\",\"seq\":1e2,\"metadata\":{\"k\":[1,2.5,null]},\"n\":-1}", "", "", "", "")
 	f.Fuzz(func(t *testing.T, rec, payload, idents, flat, grants string) {
 		ok := func(what string, err error) {
 			if err != nil && !errors.Is(err, backend.ErrInternal) {
@@ -27,6 +32,17 @@ func FuzzReplyDecoder(f *testing.F) {
 		}
 		_, err := decodeAdmission(rec, payload, idents)
 		ok("admission", err)
+		// The record decoder agrees with encoding/json.
+		for _, fresh := range []func() any{func() any { return &admRec{} }, func() any { return &trRec{} }, func() any { return &msgRec{} }} {
+			ours, std := fresh(), fresh()
+			oursErr, stdErr := fastjson.Unmarshal([]byte(rec), ours), json.Unmarshal([]byte(rec), std)
+			if (oursErr == nil) != (stdErr == nil) {
+				t.Fatalf("%q: decoder says %v, encoding/json %v", rec, oursErr, stdErr)
+			}
+			if d := cmp.Diff(std, ours); oursErr == nil && d != "" {
+				t.Fatalf("%q decodes unlike encoding/json (-std +ours):\n%s", rec, d)
+			}
+		}
 		_, _, err = decodeTranscript(rec)
 		ok("transcript", err)
 		toAny := func(s string) []any {
