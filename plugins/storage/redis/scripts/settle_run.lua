@@ -24,6 +24,10 @@ local settled = 0
 local i = 5
 local gen = tonumber(s.generation)
 local epoch_now = tonumber(s.epoch)
+-- Nothing this script writes starts a claim or a viewer, so whether the
+-- session is busy and whether a viewer is live are read once for the run.
+local is_busy = busy(KEYS[4], KEYS[5])
+local viewers = redis.call('ZCOUNT', KEYS[9], '(' .. ARGV[3], '+inf') > 0
 for _ = 1, tonumber(ARGV[4]) do
   local id, epoch = ARGV[i], tonumber(ARGV[i + 1])
   local outcome, mode, delivered, err, now = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
@@ -33,11 +37,11 @@ for _ = 1, tonumber(ARGV[4]) do
   local rec = getrec(KEYS[2], id)
   if not rec then out[1], out[2] = 'not_found', id break end
   if epoch_now ~= epoch then out[1], out[2] = 'fenced', id break end
-  if busy(KEYS[4], KEYS[5]) then out[1], out[2] = 'busy', id break end
+  if is_busy then out[1], out[2] = 'busy', id break end
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)
   if head[1] ~= id then out[1], out[2] = 'not_head', id break end
   if expect ~= '' and s.current ~= expect then out[1], out[2] = 'moved', id break end
-  if unwatched and redis.call('ZCOUNT', KEYS[9], '(' .. ARGV[3], '+inf') > 0 then
+  if unwatched and viewers then
     local tr = getrec(KEYS[6], delivered)
     if tr and tr.ended_at == '' then
       out[1], out[2] = 'watched', id
@@ -65,17 +69,18 @@ for _ = 1, tonumber(ARGV[4]) do
   if delivered ~= '' then rec.delivered_to = delivered end
   if err ~= '' then rec.error = err end
   rec.settled_at = now
-  putrec(KEYS[2], id, rec)
+  local enc = cjson.encode(rec)
+  redis.call('HSET', KEYS[2], id, enc)
   for j = m0, i - 1, 4 do
     local t, role = ARGV[j + 1], ARGV[j + 2]
     redis.call('RPUSH', KEYS[tonumber(ARGV[j])], ARGV[j + 3])
     trs[t].message_count = trs[t].message_count + 1
     if role == 'note' then trs[t].note_count = trs[t].note_count + 1 end
   end
-  local r = admreply(rec, KEYS[7], KEYS[8])
-  table.insert(out, r[2])
-  table.insert(out, r[3])
-  table.insert(out, r[4])
+  -- As admreply, with the record as just written (encoded once).
+  table.insert(out, enc)
+  table.insert(out, redis.call('HGET', KEYS[7], id) or '')
+  table.insert(out, redis.call('HGET', KEYS[8], id) or '')
   settled = settled + 1
 end
 if settled > 0 then
