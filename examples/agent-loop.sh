@@ -20,20 +20,18 @@ hermesq session open "$session" >/dev/null || exit $?
 work=$(mktemp -d) || exit 1
 mkfifo "$work/hold"
 # attach stops at the end of its stdin: it reads a pipe this script holds
-# open (fd 3) and closes to let the viewer go.
-hermesq attach "$session" <"$work/hold" >"$work/transcript" &
-attach_pid=$!
+# open (fd 3) and closes to let the viewer go. tee shows each line before
+# it writes it to the file the loop counts, so a line counted is a line
+# shown.
+hermesq attach "$session" <"$work/hold" | tee "$work/transcript" &
+attach_pid=$! # tee's: it ends when attach does
 exec 3>"$work/hold"
-tail -n +1 -f "$work/transcript" 3>&- &
-tail_pid=$!
 hermesq drain "$session" --follow --wait -- "$@" >/dev/null 3>&- &
 drain_pid=$!
 stop() {
   kill -TERM "$drain_pid" 2>/dev/null
   exec 3>&-
   wait "$drain_pid" "$attach_pid" 2>/dev/null
-  kill "$tail_pid" 2>/dev/null
-  wait "$tail_pid" 2>/dev/null
   rm -rf "$work"
 }
 trap 'stop; exit 130' INT TERM
