@@ -151,6 +151,9 @@ func (s *Store) exclusive(ctx context.Context) (release func(), err error) {
 		}
 		var wait chan struct{}
 		switch {
+		case s.db != nil && s.refs == 0:
+			s.closeLocked() // lingering after the last operation
+			continue
 		case s.db != nil:
 			if s.closing == nil {
 				s.closing = make(chan struct{})

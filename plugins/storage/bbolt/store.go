@@ -33,6 +33,13 @@ const DefaultTimeout = 10 * time.Second
 // has been closed once, so other processes get their turn.
 const maxHold = 100 * time.Millisecond
 
+// linger is how long the file stays open after the process's last
+// operation ended (within maxHold): a drain step's reads and commit, or a
+// command's check on opening the store and its operation, follow each
+// other within microseconds and then share one open of the file, while
+// another process waits at most this much longer for its turn.
+const linger = 2 * time.Millisecond
+
 // errStoreClosed is the error of operations after Close.
 var errStoreClosed = fmt.Errorf("store is closed: %w", backend.ErrInvalid)
 
@@ -51,6 +58,7 @@ type Store struct {
 	closing  chan struct{} // closed when the open handle is next closed
 	poisoned bool          // a panic happened: close the handle after use
 	closed   bool
+	lingerT  *time.Timer // closes the file linger after the last release
 
 	group commitQueue
 	local localNotifier
@@ -123,7 +131,8 @@ func DefaultPath() (string, error) {
 func (s *Store) Path() string { return s.path }
 
 // Close makes later operations fail. It does not wait: operations in
-// flight finish, and the last of them closes the file. Subscriptions end.
+// flight finish, and the last of them closes the file (at once, if none is
+// in flight). Subscriptions end.
 func (s *Store) Close() error {
 	if s == nil {
 		return nil
@@ -131,6 +140,9 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
+	if s.db != nil && s.refs == 0 {
+		s.closeLocked() // a lingering handle
+	}
 	return nil
 }
 
@@ -151,6 +163,11 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 			db := s.db
 			s.mu.Unlock()
 			return db, nil
+		}
+		if s.db != nil && s.refs == 0 {
+			// Lingering past its hold: close it, then open afresh.
+			s.closeLocked()
+			continue
 		}
 		var wait chan struct{}
 		switch {
@@ -201,6 +218,30 @@ func (s *Store) release(panicked bool) {
 	if s.refs > 0 {
 		return
 	}
+	if s.poisoned || s.closed || s.closing != nil || time.Since(s.openedAt) >= s.hold {
+		s.closeLocked()
+		return
+	}
+	// Keep the file open a moment for the next operation.
+	if s.lingerT == nil {
+		s.lingerT = time.AfterFunc(linger, s.lingerEnd)
+	} else {
+		s.lingerT.Reset(linger)
+	}
+}
+
+// lingerEnd closes the file if no operation took it up again.
+func (s *Store) lingerEnd() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db != nil && s.refs == 0 {
+		s.closeLocked()
+	}
+}
+
+// closeLocked closes the open handle and drops the lock; s.mu is held and
+// no operation uses the handle.
+func (s *Store) closeLocked() {
 	_ = safeClose(s.db)
 	s.lock.unlock()
 	s.db, s.lock = nil, nil
