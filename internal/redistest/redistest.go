@@ -303,7 +303,7 @@ func FreePort(bus bool) (int, error) {
 func spawn(dir, name string, args ...string) (*exec.Cmd, chan struct{}, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithParent()
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
