@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"strings"
+	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -11,24 +12,29 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// script is one Lua script of scripts/, with common.lua prepended.
+// script is one Lua script of scripts/, with common.lua prepended. Its
+// text and SHA-1 are made on first use, not when the program starts: a
+// command that never talks to Redis does not pay for them.
 type script struct {
 	name string
-	src  string
-	hash string
+	load func() scriptText
 }
 
+type scriptText struct{ src, hash string }
+
 func loadScript(name string) *script {
-	common, err := scriptFS.ReadFile("scripts/common.lua")
-	if err != nil {
-		panic(err)
-	}
-	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	src := string(common) + string(body)
-	return &script{name: name, src: src, hash: goredis.NewScript(src).Hash()}
+	return &script{name: name, load: sync.OnceValue(func() scriptText {
+		common, err := scriptFS.ReadFile("scripts/common.lua")
+		if err != nil {
+			panic(err)
+		}
+		body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		src := string(common) + string(body)
+		return scriptText{src: src, hash: goredis.NewScript(src).Hash()}
+	})}
 }
 
 var (
@@ -86,9 +92,10 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any
 		_ = s.client.Process(ctx, noRetryCmd{cmd})
 		return cmd.Result()
 	}
-	v, err := run("evalsha", sc.hash)
+	text := sc.load()
+	v, err := run("evalsha", text.hash)
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		v, err = run("eval", sc.src)
+		v, err = run("eval", text.src)
 	}
 	if err != nil {
 		return nil, err
