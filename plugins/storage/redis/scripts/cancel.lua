@@ -9,7 +9,7 @@ if rec.status ~= 'queued' then return {'conflict', rec.status} end
 rec.status = 'done'
 rec.outcome = 'cancelled'
 rec.settled_at = ARGV[4]
-putrec(KEYS[1], ARGV[3], rec)
+local enc = putrec(KEYS[1], ARGV[3], rec)
 redis.call('ZREM', KEYS[2], ARGV[3])
 publish(ARGV[1], ARGV[2])
-return admreply(rec, KEYS[3], KEYS[4])
+return admreply(rec, enc, KEYS[3], KEYS[4])

@@ -25,8 +25,8 @@ rec.generation = gen
 rec.mode = ARGV[5]
 rec.delivered_to = ARGV[6]
 rec.started_at = ARGV[7]
-putrec(KEYS[2], ARGV[3], rec)
+local enc = putrec(KEYS[2], ARGV[3], rec)
 redis.call('ZREM', KEYS[3], ARGV[3])
 redis.call('SADD', KEYS[4], ARGV[3])
 publish(ARGV[1], ARGV[2])
-return admreply(rec, KEYS[6], KEYS[7])
+return admreply(rec, enc, KEYS[6], KEYS[7])

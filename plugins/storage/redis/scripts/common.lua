@@ -23,8 +23,11 @@ local function getrec(key, field)
   return cjson.decode(v)
 end
 
+-- putrec writes rec and returns it as written.
 local function putrec(key, field, rec)
-  redis.call('HSET', key, field, cjson.encode(rec))
+  local enc = cjson.encode(rec)
+  redis.call('HSET', key, field, enc)
+  return enc
 end
 
 local function busy(running_key, unknown_key)
@@ -36,9 +39,9 @@ local function publish(channel, session)
 end
 
 -- admreply is the {'ok', record, payload, identity list} reply of the
--- scripts that change one admission.
-local function admreply(rec, payloads_key, identity_lists_key)
-  return {'ok', cjson.encode(rec), redis.call('HGET', payloads_key, rec.id) or '',
+-- scripts that change one admission; enc is the record as putrec wrote it.
+local function admreply(rec, enc, payloads_key, identity_lists_key)
+  return {'ok', enc, redis.call('HGET', payloads_key, rec.id) or '',
     redis.call('HGET', identity_lists_key, rec.id) or ''}
 end
 

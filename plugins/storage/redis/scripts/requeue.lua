@@ -19,8 +19,8 @@ rec.status = 'queued'
 rec.mode = ''
 rec.delivered_to = ''
 rec.started_at = ''
-putrec(KEYS[2], ARGV[3], rec)
+local enc = putrec(KEYS[2], ARGV[3], rec)
 redis.call('SREM', KEYS[4], ARGV[3])
 redis.call('ZADD', KEYS[3], rec.seq, ARGV[3])
 publish(ARGV[1], ARGV[2])
-return admreply(rec, KEYS[5], KEYS[6])
+return admreply(rec, enc, KEYS[5], KEYS[6])

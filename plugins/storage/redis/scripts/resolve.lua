@@ -20,6 +20,6 @@ else
   rec.settled_at = ARGV[5]
 end
 redis.call('SREM', KEYS[3], ARGV[3])
-putrec(KEYS[1], ARGV[3], rec)
+local enc = putrec(KEYS[1], ARGV[3], rec)
 publish(ARGV[1], ARGV[2])
-return admreply(rec, KEYS[4], KEYS[5])
+return admreply(rec, enc, KEYS[4], KEYS[5])

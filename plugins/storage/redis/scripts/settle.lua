@@ -63,7 +63,7 @@ if ARGV[8] ~= '' then rec.mode = ARGV[8] end
 if ARGV[9] ~= '' then rec.delivered_to = ARGV[9] end
 if ARGV[10] ~= '' then rec.error = ARGV[10] end
 rec.settled_at = now
-putrec(KEYS[2], id, rec)
+local enc = putrec(KEYS[2], id, rec)
 
 local k = 9
 for i = 13, #ARGV, 3 do
@@ -75,4 +75,4 @@ for i = 13, #ARGV, 3 do
 end
 for t, tr in pairs(trs) do putrec(KEYS[6], t, tr) end
 publish(ARGV[1], ARGV[2])
-return admreply(rec, KEYS[7], KEYS[8])
+return admreply(rec, enc, KEYS[7], KEYS[8])

@@ -69,18 +69,17 @@ for _ = 1, tonumber(ARGV[4]) do
   if delivered ~= '' then rec.delivered_to = delivered end
   if err ~= '' then rec.error = err end
   rec.settled_at = now
-  local enc = cjson.encode(rec)
-  redis.call('HSET', KEYS[2], id, enc)
+  local enc = putrec(KEYS[2], id, rec)
   for j = m0, i - 1, 4 do
     local t, role = ARGV[j + 1], ARGV[j + 2]
     redis.call('RPUSH', KEYS[tonumber(ARGV[j])], ARGV[j + 3])
     trs[t].message_count = trs[t].message_count + 1
     if role == 'note' then trs[t].note_count = trs[t].note_count + 1 end
   end
-  -- As admreply, with the record as just written (encoded once).
-  table.insert(out, enc)
-  table.insert(out, redis.call('HGET', KEYS[7], id) or '')
-  table.insert(out, redis.call('HGET', KEYS[8], id) or '')
+  local r = admreply(rec, enc, KEYS[7], KEYS[8])
+  table.insert(out, r[2])
+  table.insert(out, r[3])
+  table.insert(out, r[4])
   settled = settled + 1
 end
 if settled > 0 then
