@@ -149,11 +149,11 @@ func (s *Store) exclusive(ctx context.Context) (release func(), err error) {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("bbolt: store %s: %w", s.path, errStoreClosed)
 		}
+		if s.closeIdleLocked() {
+			continue // it lingered after the last operation
+		}
 		var wait chan struct{}
 		switch {
-		case s.db != nil && s.refs == 0:
-			s.closeLocked() // lingering after the last operation
-			continue
 		case s.db != nil:
 			if s.closing == nil {
 				s.closing = make(chan struct{})

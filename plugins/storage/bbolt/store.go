@@ -140,9 +140,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	if s.db != nil && s.refs == 0 {
-		s.closeLocked() // a lingering handle
-	}
+	s.closeIdleLocked()
 	return nil
 }
 
@@ -164,10 +162,8 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 			s.mu.Unlock()
 			return db, nil
 		}
-		if s.db != nil && s.refs == 0 {
-			// Lingering past its hold: close it, then open afresh.
-			s.closeLocked()
-			continue
+		if s.closeIdleLocked() {
+			continue // it lingered past its hold: open afresh
 		}
 		var wait chan struct{}
 		switch {
@@ -234,9 +230,17 @@ func (s *Store) release(panicked bool) {
 func (s *Store) lingerEnd() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.db != nil && s.refs == 0 {
-		s.closeLocked()
+	s.closeIdleLocked()
+}
+
+// closeIdleLocked closes a handle left open (lingering) with no operation
+// using it, and reports whether it did; s.mu is held.
+func (s *Store) closeIdleLocked() bool {
+	if s.db == nil || s.refs > 0 {
+		return false
 	}
+	s.closeLocked()
+	return true
 }
 
 // closeLocked closes the open handle and drops the lock; s.mu is held and
