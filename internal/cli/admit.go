@@ -415,6 +415,9 @@ func (b *batchRun) result() error {
 	return &reportedError{b.worst}
 }
 
+// alwaysReady is inputReady's answer for input that never waits.
+func alwaysReady() bool { return true }
+
 // readBatch reads NDJSON inputs, one a line, and hands them to commit in
 // chunks (batchChunkLines, batchChunkBytes), and whenever the input pauses:
 // a line read with nothing more to read without waiting is committed at

@@ -16,14 +16,14 @@ import (
 func inputReady(r io.Reader) func() bool {
 	f, ok := r.(*os.File)
 	if !ok {
-		return func() bool { return true }
+		return alwaysReady
 	}
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		return func() bool { return true }
+		return alwaysReady
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return func() bool { return true }
+		return alwaysReady
 	}
 	return func() bool {
 		ready := true
