@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	fastjson "github.com/segmentio/encoding/json"
-
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -68,12 +66,10 @@ func recOf(a backend.Admission) admRec {
 }
 
 // decodeAdmission builds an Admission from its record, payload and
-// NUL-joined identity list. Records are read with segmentio's decoder,
-// which behaves as encoding/json's (FuzzReplyDecoder checks) at several
-// times the speed: a drain step reads hundreds of them.
+// NUL-joined identity list.
 func decodeAdmission(rec, payload, idents string) (backend.Admission, error) {
 	var r admRec
-	if err := fastjson.Unmarshal([]byte(rec), &r); err != nil {
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
 		return backend.Admission{}, errInternalf("decode admission record: %v", err)
 	}
 	a := backend.Admission{
@@ -112,7 +108,7 @@ type trRec struct {
 
 func decodeTranscript(rec string) (backend.Transcript, int64, error) {
 	var r trRec
-	if err := fastjson.Unmarshal([]byte(rec), &r); err != nil {
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
 		return backend.Transcript{}, 0, errInternalf("decode transcript record: %v", err)
 	}
 	return backend.Transcript{
@@ -142,7 +138,7 @@ func encodeMessage(role backend.Role, content, admission string, at time.Time, m
 
 func decodeMessage(transcript string, seq uint64, raw string) (backend.Message, error) {
 	var r msgRec
-	if err := fastjson.Unmarshal([]byte(raw), &r); err != nil {
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		return backend.Message{}, errInternalf("decode message: %v", err)
 	}
 	return backend.Message{
