@@ -190,7 +190,7 @@ func (q *commitQueue) tryCommit(ctx context.Context, batch []*writeOp, touched *
 		}
 	}()
 	err = db.Update(func(tx *bolt.Tx) error {
-		t := &txn{tx: tx, write: true}
+		t := &txn{tx: tx, write: true, memo: &s.memo}
 		// Each session record is read once and written once for the whole
 		// group: operations check before they change a record, so a
 		// refusal leaves it as it was for the next one.

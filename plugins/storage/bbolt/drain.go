@@ -48,6 +48,7 @@ func (s *Store) ListAdmissions(ctx context.Context, session string, f backend.Ad
 		index := sb.Bucket(subAdmissions)
 		if len(f.Statuses) == 1 && f.Statuses[0] == backend.StatusQueued {
 			index = sb.Bucket(subQueued)
+			t.memo = &s.memo // the drainer settles what it lists next
 		}
 		c := index.Cursor()
 		for k, _ := c.Seek(u64(f.AfterSeq + 1)); k != nil; k, _ = c.Next() {

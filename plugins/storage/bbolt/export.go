@@ -179,7 +179,7 @@ func (t *txn) importMessage(r *backend.Message) error {
 	if err != nil {
 		return err
 	}
-	v, err := encode(&m)
+	v, err := encodeMessage(&m)
 	if err != nil {
 		return err
 	}

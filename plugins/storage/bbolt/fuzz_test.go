@@ -26,7 +26,8 @@ func FuzzRecordCodec(f *testing.F) {
 		"{\"id\":\"a\u2028b\u2029<>&\\u2028\",\"payload\":\"\xff\xfe\\ud800\",\"error\":\"\\t\\u0001\x7f\"}",
 		`{"ID":"x","id":"y","Seq":2,"seq":3,"SEQ":4}`, `{"seq":1e3}`, `{"seq":18446744073709551616}`, `{"seq":1.0}`,
 		`{"admitted_at":"2031-01-02T03:04:05.123456789+02:00","started_at":"0001-01-01T00:00:00Z","settled_at":null}`,
-		`{"identities":null,"grants":{},"payload":{}}`, `{"epoch":"1"}`, ` {"id" : "a" } `, `{"id":"a"}x`,
+		`{"identities":null,"grants":{},"payload":{}}`,
+		`{"transcript":"t<1>","seq":2,"role":"note","content":"a&b\u2028","admission_id":null,"created_at":"2031-01-02T03:04:05.5+01:00","metadata":{"z":[1.5e300,-0,"<"],"a":{"y":1,"b":null},"m":1e21}}`, `{"epoch":"1"}`, ` {"id" : "a" } `, `{"id":"a"}x`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -62,6 +63,25 @@ func FuzzRecordCodec(f *testing.F) {
 		check("admission", func() any { return &admRec{} })
 		check("transcript", func() any { return &backend.Transcript{} })
 		check("message", func() any { return &backend.Message{} })
+		// Messages are written by encodeMessage: what json.Marshal
+		// (their MarshalJSON) writes, read back the same.
+		var m backend.Message
+		if decode("message", data, &m) == nil {
+			ours, err := encodeMessage(&m)
+			std, serr := json.Marshal(m)
+			if (err == nil) != (serr == nil) || !bytes.Equal(ours, std) {
+				t.Fatalf("message: encodes unlike json.Marshal:\nours %s (%v)\nstd  %s (%v)", ours, err, std, serr)
+			}
+			var back backend.Message
+			if err == nil {
+				if err := decode("message", ours, &back); err != nil {
+					t.Fatalf("message: re-decoding %q: %v", ours, err)
+				}
+				if again, _ := encodeMessage(&back); !bytes.Equal(again, ours) {
+					t.Fatalf("message: codec not stable:\n%s\n%s", ours, again)
+				}
+			}
+		}
 		check("admins", func() any { return &[]string{} })
 	})
 }

@@ -62,6 +62,7 @@ type Store struct {
 
 	group commitQueue
 	local localNotifier
+	memo  recMemo // records decoded by queue listings, for the settles after
 }
 
 var _ backend.Store = (*Store)(nil)

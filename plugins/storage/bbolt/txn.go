@@ -24,6 +24,10 @@ type txn struct {
 	// every caller and putSession only marks it, until the batch writes it
 	// once.
 	sessions map[string]*heldSession
+	// memo, when set, holds admission records already decoded (see
+	// recMemo): a read transaction listing the queue fills it, a write
+	// transaction checking the head takes from it.
+	memo *recMemo
 }
 
 type heldSession struct {
@@ -175,6 +179,40 @@ func encode(v any) ([]byte, error) {
 	b, err := fastjson.Append(nil, v, 0)
 	if err != nil {
 		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
+	}
+	return b, nil
+}
+
+// msgRec is the stored form of a message: backend.Message's JSON shape
+// (its MarshalJSON), written here without going through encoding/json.
+type msgRec struct {
+	Transcript  string         `json:"transcript"`
+	Seq         uint64         `json:"seq"`
+	Role        backend.Role   `json:"role"`
+	Content     string         `json:"content"`
+	AdmissionID *string        `json:"admission_id"`
+	CreatedAt   *time.Time     `json:"created_at"`
+	Metadata    map[string]any `json:"metadata"`
+}
+
+// encodeMessage writes m as json.Marshal(m) does (HTML-escaped, map keys
+// sorted), which is how messages have always been stored; it is read back
+// with backend.Message's UnmarshalJSON.
+func encodeMessage(m *backend.Message) ([]byte, error) {
+	r := msgRec{Transcript: m.Transcript, Seq: m.Seq, Role: m.Role, Content: m.Content, Metadata: m.Metadata}
+	if m.AdmissionID != "" {
+		r.AdmissionID = &m.AdmissionID
+	}
+	if !m.CreatedAt.IsZero() {
+		t := m.CreatedAt.UTC()
+		r.CreatedAt = &t
+	}
+	if r.Metadata == nil {
+		r.Metadata = map[string]any{}
+	}
+	b, err := fastjson.Append(nil, &r, fastjson.EscapeHTML|fastjson.SortMapKeys)
+	if err != nil {
+		return nil, fmt.Errorf("bbolt: encode message: %v: %w", err, backend.ErrInternal)
 	}
 	return b, nil
 }
@@ -342,7 +380,7 @@ func (t *txn) appendMessage(tr *backend.Transcript, m backend.Message) (backend.
 	m.Transcript = tr.ID
 	m.Seq = uint64(tr.MessageCount)
 	m.CreatedAt = utc(m.CreatedAt)
-	v, err := encode(m)
+	v, err := encodeMessage(&m)
 	if err != nil {
 		return m, err
 	}
@@ -359,9 +397,17 @@ func (t *txn) admissionAt(sb *bolt.Bucket, seq uint64) (*admRec, error) {
 	if v == nil {
 		return nil, backend.Errorf(backend.ErrInternal, "admission at seq %d missing", seq)
 	}
+	if t.memo != nil && t.write {
+		if a, ok := t.memo.take(v); ok {
+			return &a, nil
+		}
+	}
 	var a admRec
 	if err := decode("admission", v, &a); err != nil {
 		return nil, err
+	}
+	if t.memo != nil && !t.write {
+		t.memo.put(v, &a)
 	}
 	return &a, nil
 }
