@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -558,6 +559,19 @@ func TestExportImport(t *testing.T) {
 	e.run("--store", other, "export").wantExit(t, ExitNotFound)
 	if _, err := os.Stat(filepath.Join(e.dir, "other.db")); err == nil {
 		t.Fatal("a refused import created the store")
+	}
+	// A time that cannot be stored (stores keep UTC; JSON times have
+	// four-digit years) is refused whole, not written unreadable.
+	at := regexp.MustCompile(`"admitted_at":"[^"]*"`)
+	if !at.MatchString(dump) {
+		t.Fatal("no admitted_at in the export")
+	}
+	early := at.ReplaceAllLiteralString(dump, `"admitted_at":"0000-01-01T00:30:00+01:00"`)
+	r = e.runWith(early, false, "--store", other, "import")
+	r.wantExit(t, ExitUsage)
+	contains(t, "stderr", r.err, "outside the years 0 to 9999")
+	if r := e.run("--store", other, "export"); r.code != 0 && r.code != ExitNotFound || r.out != "" {
+		t.Fatalf("a refused import left: exit %d, %q", r.code, r.out)
 	}
 	r = e.ok("--store", other, "import", "--file", file)
 	if !strings.HasPrefix(r.out, "imported ") {

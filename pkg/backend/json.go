@@ -61,6 +61,14 @@ type admissionJSON struct {
 	Error        *string         `json:"error"`
 }
 
+// JSONTime reports whether encoding/json can write t: its year (in its
+// own location) must be within [0, 9999]. (A faster encoder may write
+// other years too, which no JSON decoder of a time reads back.)
+func JSONTime(t time.Time) bool {
+	y := t.Year()
+	return y >= 0 && y <= 9999
+}
+
 // MarshalJSON writes the contract's admission shape.
 func (a Admission) MarshalJSON() ([]byte, error) {
 	ids := a.Identities

@@ -186,6 +186,23 @@ type recordCheck struct {
 	storeAdmissions  map[string]bool
 }
 
+// recordTime is one time field of a record.
+type recordTime struct {
+	name string
+	t    time.Time
+}
+
+// writableTimes refuses a record time that cannot be stored: times are
+// kept in UTC, and JSON times have four-digit years (0 to 9999).
+func writableTimes(what string, ts ...recordTime) error {
+	for _, x := range ts {
+		if !x.t.IsZero() && !JSONTime(x.t.UTC()) {
+			return invalid("%s: %s %s is outside the years 0 to 9999 in UTC", what, x.name, x.t.Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, ErrInvalid)...)
 }
@@ -279,6 +296,9 @@ func (c *recordCheck) session(r *SessionRecord) error {
 		return err
 	}
 	what := "session " + r.ID
+	if err := writableTimes(what, recordTime{"created_at", r.CreatedAt}); err != nil {
+		return err
+	}
 	if err := ValidateName("owner", r.Owner); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -330,6 +350,9 @@ func (c *recordCheck) transcript(t *Transcript) error {
 		return err
 	}
 	what := "transcript " + t.ID
+	if err := writableTimes(what, recordTime{"created_at", t.CreatedAt}, recordTime{"ended_at", t.EndedAt}); err != nil {
+		return err
+	}
 	if err := c.sessionBefore(what, t.Session); err != nil {
 		return err
 	}
@@ -367,6 +390,9 @@ func (c *recordCheck) message(m *Message) error {
 		return err
 	}
 	what := fmt.Sprintf("message %d of transcript %s", m.Seq, m.Transcript)
+	if err := writableTimes(what, recordTime{"created_at", m.CreatedAt}); err != nil {
+		return err
+	}
 	// Its transcript must come before it (or be in the store).
 	if _, started := c.lastMsg[m.Transcript]; !started {
 		inStore, err := c.inStoreTranscript(m.Transcript)
@@ -420,6 +446,9 @@ func (c *recordCheck) admission(a *Admission) error {
 		return err
 	}
 	what := "admission " + a.ID
+	if err := writableTimes(what, recordTime{"admitted_at", a.AdmittedAt}, recordTime{"started_at", a.StartedAt}, recordTime{"settled_at", a.SettledAt}); err != nil {
+		return err
+	}
 	if err := c.sessionBefore(what, a.Session); err != nil {
 		return err
 	}

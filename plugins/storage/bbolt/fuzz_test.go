@@ -27,6 +27,8 @@ func FuzzRecordCodec(f *testing.F) {
 		`{"ID":"x","id":"y","Seq":2,"seq":3,"SEQ":4}`, `{"seq":1e3}`, `{"seq":18446744073709551616}`, `{"seq":1.0}`,
 		`{"admitted_at":"2031-01-02T03:04:05.123456789+02:00","started_at":"0001-01-01T00:00:00Z","settled_at":null}`,
 		`{"identities":null,"grants":{},"payload":{}}`,
+		`{"admitted_at":"0000-01-01T00:00:00+01:00"}`, `{"created_at":"9999-12-31T23:30:00-01:00"}`,
+		`{"lease_expires_at":"0000-01-01T00:00:00+01:00","ended_at":"0000-01-01T00:00:00+01:00","CreatedAt":"0000-01-01T00:00:00+01:00"}`,
 		`{"transcript":"t<1>","seq":2,"role":"note","content":"a&b\u2028","admission_id":null,"created_at":"2031-01-02T03:04:05.5+01:00","metadata":{"z":[1.5e300,-0,"<"],"a":{"y":1,"b":null},"m":1e21}}`, `{"epoch":"1"}`, ` {"id" : "a" } `, `{"id":"a"}x`,
 	} {
 		f.Add([]byte(s))

@@ -170,7 +170,28 @@ func nowOr(t time.Time) time.Time {
 	return utc(t)
 }
 
+// timesWritable reports whether encoding/json can write every time of a
+// record (backend.JSONTime): segmentio's encoder would write a year outside
+// [0, 9999], which no decoder reads back, so such a record is refused as
+// encoding/json refuses it instead of being written unreadable.
+func timesWritable(v any) bool {
+	ok := backend.JSONTime
+	switch r := v.(type) {
+	case *admRec:
+		return ok(r.AdmittedAt) && ok(r.StartedAt) && ok(r.SettledAt)
+	case *sessionRec:
+		return ok(r.CreatedAt) && ok(r.LeaseExpiresAt)
+	case *backend.Transcript:
+		return ok(r.CreatedAt) && ok(r.EndedAt)
+	}
+	return true
+}
+
 func encode(v any) ([]byte, error) {
+	if !timesWritable(v) {
+		_, err := json.Marshal(v)
+		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
+	}
 	// segmentio's encoder writes what encoding/json's writes (the codec
 	// fuzz target checks) at several times the speed: records are written
 	// again on every drain step. Its decoder is not used: it takes numbers
@@ -210,7 +231,15 @@ func encodeMessage(m *backend.Message) ([]byte, error) {
 	if r.Metadata == nil {
 		r.Metadata = map[string]any{}
 	}
-	b, err := fastjson.Append(nil, &r, fastjson.EscapeHTML|fastjson.SortMapKeys)
+	var (
+		b   []byte
+		err error
+	)
+	if backend.JSONTime(m.CreatedAt.UTC()) {
+		b, err = fastjson.Append(nil, &r, fastjson.EscapeHTML|fastjson.SortMapKeys)
+	} else {
+		b, err = json.Marshal(m) // refused as encoding/json refuses it
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bbolt: encode message: %v: %w", err, backend.ErrInternal)
 	}
