@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	fastjson "github.com/segmentio/encoding/json"
 	"github.com/spf13/cobra"
 
 	"github.com/hermesq/hermesq/pkg/admission"
@@ -309,6 +310,7 @@ type batchRun struct {
 	cfg *Config
 	out *bufio.Writer
 	svc *admission.Service
+	buf []byte // emit's line
 
 	worst error // the worst line's failure so far (worseError)
 }
@@ -391,16 +393,21 @@ func (b *batchRun) bad(n int, lerr error) error {
 	return nil
 }
 
-// emit writes one result line to the buffered stdout.
+// emit writes one result line to the buffered stdout. JSON lines are
+// written by segmentio's encoder, with the bytes printer.marshal writes
+// (no HTML escaping, map keys sorted; a test compares them) at a fraction
+// of its cost: a batch prints one per line.
 func (b *batchRun) emit(v any, text func(w io.Writer) error) error {
 	if b.p.text() {
 		return text(b.out)
 	}
-	out, err := b.p.marshal(v, false)
+	var err error
+	b.buf, err = fastjson.Append(b.buf[:0], v, fastjson.SortMapKeys)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode output: %w", err)
 	}
-	_, err = b.out.Write(out)
+	b.buf = append(b.buf, '\n')
+	_, err = b.out.Write(b.buf)
 	return err
 }
 
