@@ -32,6 +32,7 @@ type env struct {
 	dir     string
 	hermesq string
 	hello   string
+	cobra   string                  // cmd/cobrahello: a cobra+viper CLI doing nothing
 	servers map[string]*redisServer // "everysec", "always"
 	n       int
 }
@@ -64,6 +65,13 @@ func newEnv(repo string) (*env, error) {
 	if err := build.Run(); err != nil {
 		e.close()
 		return nil, fmt.Errorf("build hello world: %w", err)
+	}
+	e.cobra = filepath.Join(dir, "cobrahello")
+	build = exec.Command("go", "build", "-o", e.cobra, "./cmd/cobrahello")
+	build.Dir, build.Stderr = filepath.Join(abs, "bench"), os.Stderr
+	if err := build.Run(); err != nil {
+		e.close()
+		return nil, fmt.Errorf("build cobrahello: %w", err)
 	}
 	return e, nil
 }
