@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -306,7 +310,9 @@ func figure6(e *env, sz sizes) ([]Result, error) {
 }
 
 // depthProbe fills session d of store u to depth, then measures the mean
-// cost of probe single admits and of draining probe notes.
+// cost of probe single admits and of draining probe notes. On Redis the
+// probe starts once the server has finished rewriting its append-only file
+// (awaitAOFRewrite), which filling it may have started.
 func depthProbe(u string, depth, probe int) (admit, drain time.Duration, err error) {
 	ctx := context.Background()
 	st, err := openStore(ctx, u)
@@ -328,6 +334,9 @@ func depthProbe(u string, depth, probe int) (admit, drain time.Duration, err err
 		if _, err := svc.AdmitBatch(ctx, ins); err != nil {
 			return 0, 0, err
 		}
+	}
+	if err := awaitAOFRewrite(ctx, u); err != nil {
+		return 0, 0, err
 	}
 	t0 := time.Now()
 	for i := 0; i < probe; i++ {
@@ -405,4 +414,33 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// awaitAOFRewrite waits until the Redis server of store URL u has no
+// append-only-file rewrite running or scheduled (a no-op for bbolt). The
+// fill of a deep queue grows the file past Redis's rewrite threshold, and
+// the rewrite (a forked child writing the whole data set, its parent paying
+// copy-on-write faults) would otherwise land in the probe: the cost of
+// Redis's persistence catching up, not of the depth.
+func awaitAOFRewrite(ctx context.Context, u string) error {
+	pu, err := url.Parse(u)
+	if err != nil || pu.Scheme != "redis" {
+		return err
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: pu.Host})
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return fmt.Errorf("redis INFO persistence: %w", err)
+		}
+		if strings.Contains(info, "aof_rewrite_in_progress:0") && strings.Contains(info, "aof_rewrite_scheduled:0") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis append-only file rewrite still running after 5 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
