@@ -33,6 +33,7 @@ type env struct {
 	hermesq string
 	hello   string
 	cobra   string                  // cmd/cobrahello: a cobra+viper CLI doing nothing
+	plugins string                  // cmd/producerhello: a hello world linking the producer host
 	servers map[string]*redisServer // "everysec", "always"
 	n       int
 }
@@ -66,12 +67,14 @@ func newEnv(repo string) (*env, error) {
 		e.close()
 		return nil, fmt.Errorf("build hello world: %w", err)
 	}
-	e.cobra = filepath.Join(dir, "cobrahello")
-	build = exec.Command("go", "build", "-o", e.cobra, "./cmd/cobrahello")
-	build.Dir, build.Stderr = filepath.Join(abs, "bench"), os.Stderr
-	if err := build.Run(); err != nil {
-		e.close()
-		return nil, fmt.Errorf("build cobrahello: %w", err)
+	e.cobra, e.plugins = filepath.Join(dir, "cobrahello"), filepath.Join(dir, "producerhello")
+	for name, out := range map[string]string{"cobrahello": e.cobra, "producerhello": e.plugins} {
+		build = exec.Command("go", "build", "-o", out, "./cmd/"+name)
+		build.Dir, build.Stderr = filepath.Join(abs, "bench"), os.Stderr
+		if err := build.Run(); err != nil {
+			e.close()
+			return nil, fmt.Errorf("build %s: %w", name, err)
+		}
 	}
 	return e, nil
 }

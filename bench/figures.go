@@ -159,6 +159,10 @@ func figure3(e *env, sz sizes) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	plugins, err := execMedian(sz.Execs, env, nil, e.plugins)
+	if err != nil {
+		return nil, err
+	}
 	hello2, err := execMedian(sz.Execs, env, nil, e.hello)
 	if err != nil {
 		return nil, err
@@ -171,6 +175,7 @@ func figure3(e *env, sz sizes) ([]Result, error) {
 		mk("3", "one `hermesq admit` process, bbolt", ms(admit), "ms", "hello-world Go binary", ms(hello), "<= 2.0"),
 		withNote(mk("3", "`hermesq --version` (a usage error)", ms(version), "ms", "hello-world Go binary", ms(hello), ""), n),
 		withNote(mk("3", "a cobra+viper CLI doing nothing (bench/cmd/cobrahello)", ms(cobra), "ms", "hello-world Go binary", ms(hello), ""), n),
+		withNote(mk("3", "hello world linking the producer host (bench/cmd/producerhello)", ms(plugins), "ms", "hello-world Go binary", ms(hello), ""), n),
 	}, nil
 }
 
