@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -36,11 +40,27 @@ func FuzzRecordCodec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check := func(what string, fresh func() any) {
 			v := fresh()
+			// decode reads as encoding/json reads: the same refusals,
+			// the same values.
+			std := fresh()
+			serr := json.Unmarshal(data, std)
 			if err := decode(what, data, v); err != nil {
 				if !errors.Is(err, backend.ErrInternal) {
 					t.Fatalf("%s: decode error %v is not ErrInternal", what, err)
 				}
+				if serr == nil {
+					t.Fatalf("%s: decode refused what encoding/json reads: %v", what, err)
+				}
 				return
+			}
+			if serr != nil {
+				t.Fatalf("%s: decode read what encoding/json refuses (%v)", what, serr)
+			}
+			if !cmp.Equal(v, std, cmpopts.EquateEmpty()) {
+				t.Fatalf("%s: decode read unlike encoding/json:\n%s", what, cmp.Diff(std, v, cmpopts.EquateEmpty()))
+			}
+			if x, y := fmt.Sprintf("%#v", v), fmt.Sprintf("%#v", std); x != y {
+				t.Fatalf("%s: decode read unlike encoding/json:\n%s\n%s", what, x, y)
 			}
 			b1, err := encode(v)
 			if err != nil {

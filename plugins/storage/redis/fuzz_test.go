@@ -1,10 +1,13 @@
 package redis
 
 import (
+	"encoding/json"
 	"errors"
 	"net/url"
 	"strings"
 	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -19,6 +22,7 @@ func FuzzReplyDecoder(f *testing.F) {
 	f.Add(`{"id":"t","session":"s1","n":2,"message_count":2}`, "", "", "", "bob\x00not json")
 	f.Add("", "", "", "odd", "x")
 	f.Add("[]", "null", "\x00", "\x00\x00\x00", "\x00")
+	f.Add(`{"seq":20700000000000000000,"epoch":1e2,"id":"a","ID":"b","Id":"c","status":"\ud800\udc00\ud800"}`, "", "", "", "")
 	f.Add("{\"ID\":\"a\u2028\xff\",\"id\":\"b\",\"seq\":1e2,\"metadata\":{\"k\":[1,2.5,null]},\"n\":-1}", "", "", "", "")
 	f.Fuzz(func(t *testing.T, rec, payload, idents, flat, grants string) {
 		ok := func(what string, err error) {
@@ -28,6 +32,14 @@ func FuzzReplyDecoder(f *testing.F) {
 		}
 		_, err := decodeAdmission(rec, payload, idents)
 		ok("admission", err)
+		// The record is read as encoding/json reads it: the same
+		// refusals, the same values.
+		var ours, std admRec
+		oerr := jsonv2.Unmarshal([]byte(rec), &ours, v1Options)
+		serr := json.Unmarshal([]byte(rec), &std)
+		if (oerr == nil) != (serr == nil) || ours != std {
+			t.Fatalf("admission record read unlike encoding/json:\nours %+v (%v)\nstd  %+v (%v)", ours, oerr, std, serr)
+		}
 		_, _, err = decodeTranscript(rec)
 		ok("transcript", err)
 		toAny := func(s string) []any {
