@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
@@ -111,6 +112,26 @@ func FuzzStoreURL(f *testing.F) {
 		}
 		if leaks(c.String()) {
 			t.Fatalf("configuration shows the password: %s", c.String())
+		}
+	})
+}
+
+// FuzzMessageEncode: a message record is written exactly as json.Marshal
+// writes it, whatever its text and metadata.
+func FuzzMessageEncode(f *testing.F) {
+	f.Add("note", "a<b>&\u2028\xff", "01a2", int64(1), `{"admission_id":"x","identities":["w:1","<w:2>"],"n":[1e21,1.5,-0,null,true],"z":{"b":1,"a":"\u2029"}}`)
+	f.Add("user", "", "", int64(0), `{}`)
+	f.Add("assistant", "x", "a", int64(-1), `null`)
+	f.Fuzz(func(t *testing.T, role, content, admission string, ns int64, metadata string) {
+		var md map[string]any
+		if json.Unmarshal([]byte(metadata), &md) != nil {
+			return
+		}
+		at := time.Unix(0, ns)
+		ours, err := encodeMessage(backend.Role(role), content, admission, at, md)
+		std, serr := json.Marshal(msgRec{Role: backend.Role(role), Content: content, AdmissionID: admission, CreatedAt: nsOf(at), Metadata: md})
+		if (err == nil) != (serr == nil) || ours != string(std) {
+			t.Fatalf("message written unlike json.Marshal:\nours %s (%v)\nstd  %s (%v)", ours, err, std, serr)
 		}
 	})
 }

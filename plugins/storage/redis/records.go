@@ -8,6 +8,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
+	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -137,8 +138,12 @@ type msgRec struct {
 	Metadata    map[string]any `json:"metadata,omitempty"`
 }
 
+// encodeMessage writes a message record as json.Marshal does (HTML
+// escaped, map keys sorted; FuzzMessageEncode compares them) with
+// segmentio's encoder, several times faster: a drain writes one per note.
 func encodeMessage(role backend.Role, content, admission string, at time.Time, md map[string]any) (string, error) {
-	b, err := json.Marshal(msgRec{Role: role, Content: content, AdmissionID: admission, CreatedAt: nsOf(at), Metadata: md})
+	b, err := fastjson.Append(nil, &msgRec{Role: role, Content: content, AdmissionID: admission, CreatedAt: nsOf(at), Metadata: md},
+		fastjson.EscapeHTML|fastjson.SortMapKeys)
 	if err != nil {
 		return "", backend.Errorf(backend.ErrInvalid, "redis: message metadata: %v", err)
 	}
