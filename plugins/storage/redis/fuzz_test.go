@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -16,7 +16,7 @@ import (
 // FuzzReplyDecoder: the decoders of script replies (an admission record
 // with its payload and identities, a transcript record, a session reply)
 // never panic on anything a server could send; what they refuse is
-// ErrInternal.
+// ErrInternal; records are read as encoding/json reads them.
 func FuzzReplyDecoder(f *testing.F) {
 	f.Add(`{"id":"a","session":"s1","seq":1,"kind":"human","principal":"p","status":"queued","admitted_at":1}`, `{"text":"x"}`, "i1\x00i2",
 		"id\x00s1\x00owner\x00alice\x00current\x00s1\x00epoch\x003", "bob\x00{\"role\":\"writer\"}")
@@ -33,13 +33,17 @@ func FuzzReplyDecoder(f *testing.F) {
 		}
 		_, err := decodeAdmission(rec, payload, idents)
 		ok("admission", err)
-		// The record is read as encoding/json reads it: the same
+		// Records are read as encoding/json reads them: the same
 		// refusals, the same values.
-		var ours, std admRec
-		oerr := jsonv2.Unmarshal([]byte(rec), &ours, v1Options)
-		serr := json.Unmarshal([]byte(rec), &std)
-		if (oerr == nil) != (serr == nil) || ours != std {
-			t.Fatalf("admission record read unlike encoding/json:\nours %+v (%v)\nstd  %+v (%v)", ours, oerr, std, serr)
+		for _, fresh := range []func() any{func() any { return &admRec{} }, func() any { return &trRec{} }, func() any { return &msgRec{} }} {
+			ours, std := fresh(), fresh()
+			oursErr, stdErr := readRecord(rec, ours), json.Unmarshal([]byte(rec), std)
+			if (oursErr == nil) != (stdErr == nil) {
+				t.Fatalf("%q: readRecord says %v, encoding/json %v", rec, oursErr, stdErr)
+			}
+			if d := cmp.Diff(std, ours); oursErr == nil && d != "" {
+				t.Fatalf("%q reads unlike encoding/json (-std +ours):\n%s", rec, d)
+			}
 		}
 		_, _, err = decodeTranscript(rec)
 		ok("transcript", err)

@@ -75,11 +75,14 @@ func recOf(a backend.Admission) admRec {
 // lists and settles. FuzzReplyDecoder compares the two.
 var v1Options = jsonv1.DefaultOptionsV1()
 
+// readRecord decodes a record the scripts stored.
+func readRecord(rec string, v any) error { return jsonv2.Unmarshal([]byte(rec), v, v1Options) }
+
 // decodeAdmission builds an Admission from its record, payload and
 // NUL-joined identity list.
 func decodeAdmission(rec, payload, idents string) (backend.Admission, error) {
 	var r admRec
-	if err := jsonv2.Unmarshal([]byte(rec), &r, v1Options); err != nil {
+	if err := readRecord(rec, &r); err != nil {
 		return backend.Admission{}, errInternalf("decode admission record: %v", err)
 	}
 	a := backend.Admission{
@@ -118,7 +121,7 @@ type trRec struct {
 
 func decodeTranscript(rec string) (backend.Transcript, int64, error) {
 	var r trRec
-	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+	if err := readRecord(rec, &r); err != nil {
 		return backend.Transcript{}, 0, errInternalf("decode transcript record: %v", err)
 	}
 	return backend.Transcript{
@@ -152,7 +155,7 @@ func encodeMessage(role backend.Role, content, admission string, at time.Time, m
 
 func decodeMessage(transcript string, seq uint64, raw string) (backend.Message, error) {
 	var r msgRec
-	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+	if err := readRecord(raw, &r); err != nil {
 		return backend.Message{}, errInternalf("decode message: %v", err)
 	}
 	return backend.Message{
