@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -16,7 +15,9 @@ import (
 // FuzzRecordCodec: the record codec never panics on any stored bytes; a
 // value it decodes encodes and decodes again to the same bytes (the codec
 // is stable), and what it refuses is ErrInternal (a corrupt store). It
-// writes what encoding/json, which wrote the stores before it, writes.
+// agrees with encoding/json, which wrote the stores before it: the same
+// bytes are accepted and refused, decode to the same value and are
+// written back as the same bytes.
 func FuzzRecordCodec(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"s1","owner":"alice","grants":[{"principal":"bob","role":"writer","producers":["watch"]}],"current_transcript":"s1","epoch":3,"generation":4,"next_seq":5,"created_at":"2031-01-02T03:04:05Z","lease_holder":"d1","lease_expires_at":"2031-01-02T03:04:05Z","queued":1,"running":2,"unknown":3}`,
@@ -39,28 +40,27 @@ func FuzzRecordCodec(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check := func(what string, fresh func() any) {
-			v := fresh()
-			// decode reads as encoding/json reads: the same refusals,
-			// the same values.
-			std := fresh()
-			serr := json.Unmarshal(data, std)
+			v, std := fresh(), fresh()
+			stdErr := json.Unmarshal(data, std)
 			if err := decode(what, data, v); err != nil {
 				if !errors.Is(err, backend.ErrInternal) {
 					t.Fatalf("%s: decode error %v is not ErrInternal", what, err)
 				}
-				if serr == nil {
-					t.Fatalf("%s: decode refused what encoding/json reads: %v", what, err)
+				if stdErr == nil {
+					t.Fatalf("%s: %q refused (%v), encoding/json accepts it", what, data, err)
 				}
 				return
 			}
-			if serr != nil {
-				t.Fatalf("%s: decode read what encoding/json refuses (%v)", what, serr)
+			if stdErr != nil {
+				t.Fatalf("%s: %q accepted, encoding/json refuses it: %v", what, data, stdErr)
 			}
-			if !cmp.Equal(v, std, cmpopts.EquateEmpty()) {
-				t.Fatalf("%s: decode read unlike encoding/json:\n%s", what, cmp.Diff(std, v, cmpopts.EquateEmpty()))
+			if d := cmp.Diff(std, v); d != "" {
+				t.Fatalf("%s: %q decodes unlike encoding/json (-std +ours):\n%s", what, data, d)
 			}
+			// cmp compares times with Equal; their locations matter too
+			// (they are written back).
 			if x, y := fmt.Sprintf("%#v", v), fmt.Sprintf("%#v", std); x != y {
-				t.Fatalf("%s: decode read unlike encoding/json:\n%s\n%s", what, x, y)
+				t.Fatalf("%s: %q decodes unlike encoding/json:\nours %s\nstd  %s", what, data, x, y)
 			}
 			b1, err := encode(v)
 			if err != nil {

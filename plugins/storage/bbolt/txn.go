@@ -185,11 +185,17 @@ func timesWritable(v any) bool {
 		return ok(r.CreatedAt) && ok(r.LeaseExpiresAt)
 	case *backend.Transcript:
 		return ok(r.CreatedAt) && ok(r.EndedAt)
+	case *msgRec:
+		return r.CreatedAt == nil || ok(*r.CreatedAt)
 	}
 	return true
 }
 
-func encode(v any) ([]byte, error) {
+func encode(v any) ([]byte, error) { return encodeWith(v, 0) }
+
+// encodeWith writes a record with segmentio's encoder and flags (0: what
+// an encoding/json Encoder without HTML escaping writes).
+func encodeWith(v any, flags fastjson.AppendFlags) ([]byte, error) {
 	if !timesWritable(v) {
 		_, err := json.Marshal(v)
 		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
@@ -199,7 +205,7 @@ func encode(v any) ([]byte, error) {
 	// again on every drain step. Its decoder is not used: it takes numbers
 	// that overflow a uint64 field, which encoding/json refuses (a corrupt
 	// record must be refused, not read as another number); see decode.
-	b, err := fastjson.Append(nil, v, 0)
+	b, err := fastjson.Append(nil, v, flags)
 	if err != nil {
 		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
 	}
@@ -233,19 +239,7 @@ func encodeMessage(m *backend.Message) ([]byte, error) {
 	if r.Metadata == nil {
 		r.Metadata = map[string]any{}
 	}
-	var (
-		b   []byte
-		err error
-	)
-	if backend.JSONTime(m.CreatedAt.UTC()) {
-		b, err = fastjson.Append(nil, &r, fastjson.EscapeHTML|fastjson.SortMapKeys)
-	} else {
-		b, err = json.Marshal(m) // refused as encoding/json refuses it
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bbolt: encode message: %v: %w", err, backend.ErrInternal)
-	}
-	return b, nil
+	return encodeWith(&r, fastjson.EscapeHTML|fastjson.SortMapKeys)
 }
 
 // v1Options make the JSON v2 decoder read exactly as encoding/json does
