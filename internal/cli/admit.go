@@ -267,6 +267,8 @@ const (
 	batchChunkLines = 1024
 	batchChunkBytes = 1 << 20
 	// batchMemoryLimit is the soft heap limit of a batch (runtime/debug).
+	// At 32 MiB a 100,000-line batch ran 15% faster, but a 1,000,000-line
+	// one on bbolt peaked at 60 MiB of RSS (46.6 MiB at 24).
 	batchMemoryLimit = 24 << 20
 )
 
@@ -431,22 +433,71 @@ func alwaysReady() bool { return true }
 // once, so a producer writing now and then into a pipe sees each line
 // admitted without waiting for a chunk to fill. Blank lines are skipped; a
 // line that is not one input object is kept with its error.
+//
+// Reading and parsing run in a goroutine of their own, one chunk ahead of
+// commit: while a chunk is committed (its transaction written and synced,
+// its results printed), the next is parsed, so the two share the machine's
+// cores instead of taking turns. Chunks reach commit in order, one at a
+// time; at most two are held (the one committing, the one being read).
+// When commit stops the batch (errStopBatch: the store failed a chunk
+// whole), the chunk read ahead is dropped untried and readBatch returns
+// without waiting for the reader, which may be blocked on input that never
+// ends; it stops at its next chunk.
 func readBatch(r io.Reader, principal string, commit func([]batchLine) error) error {
-	ready := inputReady(r)
-	br := bufio.NewReaderSize(r, batchChunkBytes)
-	chunk := make([]batchLine, 0, batchChunkLines)
-	size := 0
-	flush := func() error {
-		if len(chunk) == 0 {
-			return nil
-		}
+	chunks := make(chan []batchLine)  // reader -> commit, in order
+	free := make(chan []batchLine, 2) // commit -> reader, chunks to reuse
+	quit := make(chan struct{})       // commit -> reader: stop
+	readErr := make(chan error, 1)    // the reader's end
+	for range 2 {
+		free <- make([]batchLine, 0, batchChunkLines)
+	}
+	go func() {
+		defer close(chunks)
+		readErr <- readChunks(r, principal, free, chunks, quit)
+	}()
+	defer close(quit)
+	for chunk := range chunks {
 		err := commit(chunk)
-		clear(chunk) // drop the inputs: memory stays bounded by one chunk
-		chunk, size = chunk[:0], 0
+		clear(chunk) // drop the inputs: memory stays bounded by two chunks
+		free <- chunk[:0]
 		if errors.Is(err, errStopBatch) {
 			return nil
 		}
-		return err
+		if err != nil {
+			return err
+		}
+	}
+	return <-readErr
+}
+
+// readChunks is readBatch's reader: it fills chunks taken from free and
+// sends them on chunks until the input ends or quit is closed.
+func readChunks(r io.Reader, principal string, free <-chan []batchLine, chunks chan<- []batchLine, quit <-chan struct{}) error {
+	ready := inputReady(r)
+	br := bufio.NewReaderSize(r, batchChunkBytes)
+	var chunk []batchLine
+	select {
+	case chunk = <-free:
+	case <-quit:
+		return nil
+	}
+	size := 0
+	flush := func() bool {
+		if len(chunk) == 0 {
+			return true
+		}
+		select {
+		case chunks <- chunk:
+		case <-quit:
+			return false
+		}
+		select {
+		case chunk = <-free:
+		case <-quit:
+			return false
+		}
+		size = 0
+		return true
 	}
 	for n := 1; ; n++ {
 		raw, tooLong, err := readLine(br)
@@ -455,7 +506,8 @@ func readBatch(r io.Reader, principal string, commit func([]batchLine) error) er
 		}
 		eof := errors.Is(err, io.EOF)
 		if eof && len(raw) == 0 && !tooLong {
-			return flush()
+			flush()
+			return nil
 		}
 		if tooLong {
 			chunk = append(chunk, batchLine{n: n, err: backend.Errorf(backend.ErrInvalid, "line longer than %d bytes", maxInputRead-1)})
@@ -466,11 +518,12 @@ func readBatch(r io.Reader, principal string, commit func([]batchLine) error) er
 			size += len(raw)
 		}
 		if eof {
-			return flush()
+			flush()
+			return nil
 		}
 		if len(chunk) >= batchChunkLines || size >= batchChunkBytes || br.Buffered() == 0 && !ready() {
-			if err := flush(); err != nil {
-				return err
+			if !flush() {
+				return nil
 			}
 		}
 	}

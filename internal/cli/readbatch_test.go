@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+func batchLines(from, to int) string {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, `{"session":"s","producer":"p","identities":["i:%d"],"text":"t"}`+"\n", i)
+	}
+	return b.String()
+}
+
+// readBatch hands every line to commit once, in order, in chunks of at
+// most batchChunkLines, while it reads ahead in another goroutine.
+func TestReadBatchOrder(t *testing.T) {
+	const n = 5000
+	next := 1
+	chunks := 0
+	err := readBatch(strings.NewReader(batchLines(0, n)), "me", func(c []batchLine) error {
+		chunks++
+		if len(c) == 0 || len(c) > batchChunkLines {
+			t.Fatalf("chunk of %d lines", len(c))
+		}
+		for _, l := range c {
+			if l.n != next || l.err != nil || l.in.Principal != "me" || l.in.Identities[0] != fmt.Sprint("i:", next-1) {
+				t.Fatalf("line %d: got n=%d err=%v in=%+v", next, l.n, l.err, l.in)
+			}
+			next++
+		}
+		return nil
+	})
+	if err != nil || next != n+1 || chunks != (n+batchChunkLines-1)/batchChunkLines {
+		t.Fatalf("err %v, %d lines in %d chunks", err, next-1, chunks)
+	}
+}
+
+// A chunk the store failed whole stops the batch: no later chunk is
+// tried, and readBatch returns even though the input has not ended (the
+// reader is left waiting on it).
+func TestReadBatchStops(t *testing.T) {
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go func() { _, _ = io.WriteString(pw, batchLines(0, 3*batchChunkLines+10)) }()
+	calls := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- readBatch(pr, "me", func(c []batchLine) error {
+			calls++
+			if calls == 2 {
+				return errStopBatch
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil || calls != 2 {
+			t.Fatalf("err %v after %d commits, want nil after 2", err, calls)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("readBatch did not return after the batch stopped")
+	}
+}
+
+// Any other error of commit (stdout gone) ends the batch with that error;
+// a read error ends it after the chunks read before it.
+func TestReadBatchErrors(t *testing.T) {
+	boom := errors.New("write /dev/stdout: broken pipe")
+	err := readBatch(strings.NewReader(batchLines(0, 3000)), "me", func([]batchLine) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("commit error: got %v", err)
+	}
+	bad := errors.New("disk on fire")
+	r := io.MultiReader(strings.NewReader(batchLines(0, 2*batchChunkLines)), iotest.ErrReader(bad))
+	committed := 0
+	err = readBatch(r, "me", func(c []batchLine) error { committed += len(c); return nil })
+	if !errors.Is(err, bad) || committed != 2*batchChunkLines {
+		t.Fatalf("read error: got %v after %d lines committed, want %v after %d", err, committed, bad, 2*batchChunkLines)
+	}
+}
