@@ -1,8 +1,11 @@
 package backend
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // JSON shapes of docs/contract.md §11. Absent values (empty strings, zero times) are
@@ -69,29 +72,195 @@ func JSONTime(t time.Time) bool {
 	return y >= 0 && y <= 9999
 }
 
-// MarshalJSON writes the contract's admission shape.
+// MarshalJSON writes the contract's admission shape: exactly the bytes
+// json.Marshal writes for it (FuzzAdmissionJSON compares the two),
+// appended by hand, since every admit result, batch line and listing
+// prints admissions. What it cannot write as json.Marshal would (a time
+// outside years 0-9999, a payload that is not valid JSON) goes through
+// json.Marshal, for its error.
 func (a Admission) MarshalJSON() ([]byte, error) {
+	if b, ok := a.appendJSON(make([]byte, 0, 512+len(a.Payload))); ok {
+		return b, nil
+	}
+	return a.marshalSlow()
+}
+
+// marshalSlow is json.Marshal of the admission's shape.
+func (a Admission) marshalSlow() ([]byte, error) {
 	ids := a.Identities
 	if ids == nil {
 		ids = []string{}
 	}
-	payload := a.Payload
-	switch {
-	case a.Compacted:
-		payload = json.RawMessage("null") // a tombstone: the payload was compacted away
-	case len(payload) == 0:
-		payload = json.RawMessage("{}")
-	}
 	return json.Marshal(admissionJSON{
 		ID: a.ID, Session: a.Session, Seq: a.Seq, Kind: a.Kind,
 		Producer: str(a.Producer), Principal: str(a.Principal), RequestID: str(a.RequestID),
-		Identities: ids, Payload: payload,
+		Identities: ids, Payload: a.payloadJSON(),
 		PinnedTarget: str(a.PinnedTarget), DeliveredTo: str(a.DeliveredTo),
 		Status: a.Status, Outcome: str(string(a.Outcome)), Mode: str(string(a.Mode)),
 		Epoch: a.Epoch, Generation: a.Generation,
 		AdmittedAt: tm(a.AdmittedAt), StartedAt: tm(a.StartedAt), SettledAt: tm(a.SettledAt),
 		ReplayOf: str(a.ReplayOf), Error: str(a.Error),
 	})
+}
+
+// payloadJSON is the payload as the admission shape shows it.
+func (a Admission) payloadJSON() json.RawMessage {
+	switch {
+	case a.Compacted:
+		return json.RawMessage("null") // a tombstone: the payload was compacted away
+	case len(a.Payload) == 0:
+		return json.RawMessage("{}")
+	}
+	return a.Payload
+}
+
+// appendJSON appends the admission's shape as json.Marshal writes it, and
+// reports false where it cannot.
+func (a Admission) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"id":`...)
+	b = appendMarshalString(b, a.ID)
+	b = append(b, `,"session":`...)
+	b = appendMarshalString(b, a.Session)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, a.Seq, 10)
+	b = append(b, `,"kind":`...)
+	b = appendMarshalString(b, string(a.Kind))
+	b = append(b, `,"producer":`...)
+	b = appendOptString(b, a.Producer)
+	b = append(b, `,"principal":`...)
+	b = appendOptString(b, a.Principal)
+	b = append(b, `,"request_id":`...)
+	b = appendOptString(b, a.RequestID)
+	b = append(b, `,"identities":[`...)
+	for i, id := range a.Identities {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendMarshalString(b, id)
+	}
+	b = append(b, `],"payload":`...)
+	// json.Marshal validates a json.RawMessage, compacts it and escapes
+	// <, >, &, U+2028 and U+2029 in its strings.
+	payload := a.payloadJSON()
+	start := len(b)
+	buf := bytes.NewBuffer(b)
+	if json.Compact(buf, payload) != nil {
+		return nil, false
+	}
+	b = buf.Bytes()
+	if bytes.ContainsAny(b[start:], "<>&\u2028\u2029") {
+		var esc bytes.Buffer
+		json.HTMLEscape(&esc, b[start:])
+		b = append(b[:start], esc.Bytes()...)
+	}
+	b = append(b, `,"pinned_target":`...)
+	b = appendOptString(b, a.PinnedTarget)
+	b = append(b, `,"delivered_to":`...)
+	b = appendOptString(b, a.DeliveredTo)
+	b = append(b, `,"status":`...)
+	b = appendMarshalString(b, string(a.Status))
+	b = append(b, `,"outcome":`...)
+	b = appendOptString(b, string(a.Outcome))
+	b = append(b, `,"mode":`...)
+	b = appendOptString(b, string(a.Mode))
+	b = append(b, `,"epoch":`...)
+	b = strconv.AppendUint(b, a.Epoch, 10)
+	b = append(b, `,"generation":`...)
+	b = strconv.AppendUint(b, a.Generation, 10)
+	var ok bool
+	for _, f := range [...]struct {
+		name string
+		t    time.Time
+	}{{`,"admitted_at":`, a.AdmittedAt}, {`,"started_at":`, a.StartedAt}, {`,"settled_at":`, a.SettledAt}} {
+		b = append(b, f.name...)
+		if b, ok = appendOptTime(b, f.t); !ok {
+			return nil, false
+		}
+	}
+	b = append(b, `,"replay_of":`...)
+	b = appendOptString(b, a.ReplayOf)
+	b = append(b, `,"error":`...)
+	b = appendOptString(b, a.Error)
+	return append(b, '}'), true
+}
+
+// appendOptString appends s as json.Marshal writes a *string: null for "".
+func appendOptString(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendMarshalString(b, s)
+}
+
+// appendOptTime appends t in UTC as json.Marshal writes a *time.Time (null
+// for the zero time), and reports false for a year it refuses.
+func appendOptTime(b []byte, t time.Time) ([]byte, bool) {
+	if t.IsZero() {
+		return append(b, "null"...), true
+	}
+	u := t.UTC()
+	if !JSONTime(u) {
+		return nil, false
+	}
+	b = append(b, '"')
+	b = u.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), true
+}
+
+// appendMarshalString appends s quoted as json.Marshal writes a string:
+// the quote, the backslash and control characters escaped (\b \f \n \r
+// \t, else \u00XX), <, > and & as \u003c \u003e \u0026, U+2028 and
+// U+2029 as \u2028 \u2029, and each byte that is not UTF-8 as \ufffd.
+func appendMarshalString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // UnmarshalJSON reads the contract's admission shape.
