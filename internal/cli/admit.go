@@ -286,7 +286,7 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		defer fh.Close()
 		src = fh
 	}
-	// A batch holds one chunk at a time: a soft memory limit (unless
+	// A batch holds two chunks at a time: a soft memory limit (unless
 	// GOMEMLIMIT sets one) makes the collector keep the heap near that,
 	// instead of letting it double between collections while the store's
 	// pages take their share of the process's memory.
