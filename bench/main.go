@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -82,6 +83,7 @@ func main() {
 	jsonOut := flag.String("json", "bench-results.json", "write the results as JSON to this file (\"\" for none)")
 	repo := flag.String("repo", "..", "the hermesq repository to build")
 	only := flag.String("only", "", "comma-separated figure numbers to run (default all)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (the figures measured in process: 1, 4, 6, 8)")
 	flag.Parse()
 
 	sz, mode := fullSizes, "full"
@@ -97,6 +99,17 @@ func main() {
 	// os.Exit skips deferred calls: every exit below closes the run first
 	// (its redis-servers, its temporary folder).
 	defer e.close()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: error: cpu profile: %v\n", err)
+			e.close()
+			os.Exit(1)
+		}
+	}
 
 	rep := Report{Mode: mode, Started: start.UTC(), Machine: e.machine()}
 	figures := []struct {
@@ -130,6 +143,7 @@ func main() {
 		rep.Results = append(rep.Results, rs...)
 		fmt.Fprintf(os.Stderr, "bench: figure %s done in %.1fs\n", f.n, time.Since(t0).Seconds())
 	}
+	pprof.StopCPUProfile() // a no-op without -cpuprofile
 	rep.Seconds = time.Since(start).Seconds()
 	printTable(os.Stdout, rep)
 	if *jsonOut != "" {
