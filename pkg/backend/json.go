@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 )
 
 // JSON shapes of docs/contract.md §11. Absent values (empty strings, zero times) are
@@ -118,13 +117,13 @@ func (a Admission) payloadJSON() json.RawMessage {
 // reports false where it cannot.
 func (a Admission) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"id":`...)
-	b = appendMarshalString(b, a.ID)
+	b = appendQuoted(b, a.ID, true)
 	b = append(b, `,"session":`...)
-	b = appendMarshalString(b, a.Session)
+	b = appendQuoted(b, a.Session, true)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, a.Seq, 10)
 	b = append(b, `,"kind":`...)
-	b = appendMarshalString(b, string(a.Kind))
+	b = appendQuoted(b, string(a.Kind), true)
 	b = append(b, `,"producer":`...)
 	b = appendOptString(b, a.Producer)
 	b = append(b, `,"principal":`...)
@@ -136,7 +135,7 @@ func (a Admission) appendJSON(b []byte) ([]byte, bool) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendMarshalString(b, id)
+		b = appendQuoted(b, id, true)
 	}
 	b = append(b, `],"payload":`...)
 	// json.Marshal validates a json.RawMessage, compacts it and escapes
@@ -158,7 +157,7 @@ func (a Admission) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `,"delivered_to":`...)
 	b = appendOptString(b, a.DeliveredTo)
 	b = append(b, `,"status":`...)
-	b = appendMarshalString(b, string(a.Status))
+	b = appendQuoted(b, string(a.Status), true)
 	b = append(b, `,"outcome":`...)
 	b = appendOptString(b, string(a.Outcome))
 	b = append(b, `,"mode":`...)
@@ -189,7 +188,7 @@ func appendOptString(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, "null"...)
 	}
-	return appendMarshalString(b, s)
+	return appendQuoted(b, s, true)
 }
 
 // appendOptTime appends t in UTC as json.Marshal writes a *time.Time (null
@@ -205,62 +204,6 @@ func appendOptTime(b []byte, t time.Time) ([]byte, bool) {
 	b = append(b, '"')
 	b = u.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"'), true
-}
-
-// appendMarshalString appends s quoted as json.Marshal writes a string:
-// the quote, the backslash and control characters escaped (\b \f \n \r
-// \t, else \u00XX), <, > and & as \u003c \u003e \u0026, U+2028 and
-// U+2029 as \u2028 \u2029, and each byte that is not UTF-8 as \ufffd.
-func appendMarshalString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // UnmarshalJSON reads the contract's admission shape.

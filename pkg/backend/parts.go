@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Part is one identity's own share of an automation offer: a group offer
@@ -120,32 +121,63 @@ func PartDiffers(offered json.RawMessage, held Admission, identity string) bool 
 // AppendJSONString appends s quoted as canonical JSON writes strings: only
 // the escapes JSON requires (the quote, the backslash and control
 // characters); everything else stays UTF-8 as it is.
-func AppendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte { return appendQuoted(b, s, false) }
+
+// appendQuoted appends s between quotes, escaping the quote, the backslash
+// and control characters (\b \f \n \r \t, else \u00XX). With asMarshal
+// it writes exactly what json.Marshal writes for a string: also <, > and &
+// as \u003c \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, and each
+// byte that is not UTF-8 as \ufffd.
+func appendQuoted(b []byte, s string, asMarshal bool) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
+	start := 0
+	for i := 0; i < len(s); {
 		c := s[i]
-		switch {
-		case c == '"':
-			b = append(b, '\\', '"')
-		case c == '\\':
-			b = append(b, '\\', '\\')
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c == '\b':
-			b = append(b, '\\', 'b')
-		case c == '\f':
-			b = append(b, '\\', 'f')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
+		if c >= utf8.RuneSelf {
+			if !asMarshal {
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				b = append(append(b, s[start:i]...), `\ufffd`...)
+			case r == '\u2028' || r == '\u2029':
+				b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xf])
+			default:
+				i += size
+				continue
+			}
+			i += size
+			start = i
+			continue
 		}
+		if c >= 0x20 && c != '"' && c != '\\' && (!asMarshal || c != '<' && c != '>' && c != '&') {
+			i++
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
 	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 
