@@ -160,8 +160,15 @@ func (d *drainer) release(ctx context.Context) error {
 // never run at once. stop ends the watch.
 func (d *drainer) watchLease() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	// Looked at before the handler starts, not a tick later: a claim that
+	// waited out a stalled store may come back with the lease about to
+	// lapse, and a handler shorter than a tick would run unwatched.
+	if err := d.lapsing(); err != nil {
+		cancel(err)
+		return ctx, func() {}
+	}
 	go func() {
-		t := time.NewTicker(leaseWatchTick(d.opt.Lease))
+		t := time.NewTimer(time.Until(d.leaseDeadline()))
 		defer t.Stop()
 		for {
 			select {
@@ -171,25 +178,39 @@ func (d *drainer) watchLease() (context.Context, context.CancelFunc) {
 				cancel(d.lostErr)
 				return
 			case <-t.C:
-				if age := time.Since(d.lastRenewal()); age >= d.opt.Lease-leaseMargin(d.opt.Lease) {
-					cancel(fmt.Errorf("drain %s: lease of epoch %d not renewed for %s (lease %s): %w",
-						d.session, d.lease.Epoch, age.Round(time.Millisecond), d.opt.Lease, backend.ErrFenced))
+				if err := d.lapsing(); err != nil {
+					cancel(err)
 					return
 				}
+				t.Reset(time.Until(d.leaseDeadline())) // renewed meanwhile
 			}
 		}
 	}()
 	return ctx, func() { cancel(nil) }
 }
 
+// leaseDeadline is when this drainer stops counting on its lease unless it
+// is renewed before: leaseMargin before the lease could lapse, counted from
+// when the last successful renewal was sent (the store's expiry is at
+// least that plus the TTL).
+func (d *drainer) leaseDeadline() time.Time {
+	return d.lastRenewal().Add(d.opt.Lease - leaseMargin(d.opt.Lease))
+}
+
+// lapsing is an error wrapping backend.ErrFenced once the lease was lost or
+// is past leaseDeadline, nil before.
+func (d *drainer) lapsing() error {
+	if err := d.leaseLost(); err != nil {
+		return err
+	}
+	if age := time.Since(d.lastRenewal()); age >= d.opt.Lease-leaseMargin(d.opt.Lease) {
+		return fmt.Errorf("drain %s: lease of epoch %d not renewed for %s (lease %s): %w",
+			d.session, d.lease.Epoch, age.Round(time.Millisecond), d.opt.Lease, backend.ErrFenced)
+	}
+	return nil
+}
+
 // leaseMargin is how long before a lease could lapse, unrenewed, that the
 // running handler is stopped: a sixth of the lease, after two renewals in a
 // row have failed (renewals run every third).
 func leaseMargin(lease time.Duration) time.Duration { return lease / 6 }
-
-func leaseWatchTick(lease time.Duration) time.Duration {
-	if t := lease / 30; t > 10*time.Millisecond {
-		return t
-	}
-	return 10 * time.Millisecond
-}

@@ -298,6 +298,11 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 	if d.opt.Handler == nil {
 		return stepDone, false, fmt.Errorf("session %s: admission %s seq %d: %w", d.session, a.ID, a.Seq, ErrNoHandler)
 	}
+	if err := d.lapsing(); err != nil {
+		// Renewals have been failing (a stalled store): no handler starts
+		// until one succeeds or the lease is lost (the loop sees that).
+		return stepDeferred, false, err
+	}
 	claimed, err := d.claim(ctx, backend.ClaimRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: d.lease.Epoch,
 		Mode: backend.ModeTurn, DeliveredTo: target.ID, Now: d.s.now(),
@@ -324,12 +329,17 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 		Session: d.session, AdmissionID: a.ID, Epoch: claimed.Epoch, Generation: claimed.Generation, Now: d.s.now(),
 	}
 	if runErr != nil {
-		// The handler could not start: a configuration problem, not the
-		// turn's fault. Give the admission back untouched.
+		// The handler did not start: a configuration problem, not the
+		// turn's fault, or the lease about to lapse while the claim
+		// waited on the store. Give the admission back untouched.
 		if _, err := d.requeue(bg, req); err != nil {
 			runErr = joinErrors(runErr, fmt.Errorf("requeue admission %s: %w", a.ID, err))
 		}
-		return stepDone, false, fmt.Errorf("drain %s: admission %s: %w", d.session, a.ID, runErr)
+		runErr = fmt.Errorf("drain %s: admission %s: %w", d.session, a.ID, runErr)
+		if errors.Is(runErr, errLeaseLost) {
+			return stepDeferred, false, runErr // tried again once renewed
+		}
+		return stepDone, false, runErr
 	}
 	req.Outcome = res.outcome
 	req.Error = res.errText

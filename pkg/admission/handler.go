@@ -170,7 +170,8 @@ func (w *tailWriter) String() string {
 // fence is done (the drain lease lost or about to lapse: another drainer
 // may run the session next, and two handlers of one session never run at
 // once). A handler that cannot be started is an error (a configuration
-// problem, the turn is not spent); everything else is a turnResult.
+// problem, the turn is not spent), and so is one not started because fence
+// is already done (wrapping errLeaseLost); everything else is a turnResult.
 func runHandler(stop, fence context.Context, h *Handler, grace time.Duration, in TurnInput, epoch uint64) (turnResult, error) {
 	if len(h.Argv) == 0 || h.Argv[0] == "" {
 		return turnResult{}, fmt.Errorf("handler command is empty: %w", backend.ErrInvalid)
@@ -196,6 +197,10 @@ func runHandler(stop, fence context.Context, h *Handler, grace time.Duration, in
 	// goroutine's until the handler has been waited for.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if cause := context.Cause(fence); cause != nil {
+		// Never started under a lease that may already have lapsed.
+		return turnResult{}, fmt.Errorf("handler not started: %w: %w", errLeaseLost, cause)
+	}
 	if err := cmd.Start(); err != nil {
 		return turnResult{}, fmt.Errorf("start handler %q: %s: %w", h.Argv[0], oneLine(err), backend.ErrInvalid)
 	}

@@ -108,7 +108,9 @@ type Store interface {
 	AcquireLease(ctx context.Context, req LeaseRequest) (Lease, error)
 
 	// RenewLease extends the lease of (holder, epoch) to now+TTL (TTL as
-	// for AcquireLease). ErrFenced
+	// for AcquireLease), never shortening it: a renewal that reaches the
+	// store after a later one keeps the later expiry (Lease.ExpiresAt is
+	// the expiry kept). ErrFenced
 	// when the session's epoch is no longer req.Epoch or the holder changed.
 	RenewLease(ctx context.Context, req LeaseRequest) (Lease, error)
 

@@ -2,7 +2,9 @@ package admissiontest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ var faultScenarios = []struct {
 	{"Faults/ReleaseRetried", releaseRetried},
 	{"Faults/LeaseFencedStopsHandler", leaseFencedStopsHandler},
 	{"Faults/LeaseUnrenewedStopsHandler", leaseUnrenewedStopsHandler},
+	{"Faults/ClaimStalledPastLease", claimStalledPastLease},
 }
 
 // oneTurn checks that the session's one human input ran its handler once
@@ -172,4 +175,45 @@ func leaseUnrenewedStopsHandler(t *testing.T, h *harness) {
 		t.Errorf("error %q, want one saying the lease was not renewed", a.Error)
 	}
 	h.faults.Disarm()
+}
+
+// A claim that waits out a stalled store comes back when the lease, its
+// renewals failing meanwhile, may be about to lapse: another drainer may
+// take the session over any moment. The handler is not started then (a
+// short one would otherwise run to its end before anything looked at the
+// lease); the admission is given back and taken again once a renewal
+// succeeds: one handler run in all, completed.
+func claimStalledPastLease(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "RenewLease", Mode: backendtest.FailBefore, Times: 1 << 20})
+	h.faults.Inject(backendtest.Fault{Method: "Claim", Mode: backendtest.Stall, Stall: 900 * time.Millisecond})
+	opt := h.opts()
+	opt.Lease = time.Second
+	opt.Handler = h.handler("HQT_SLEEP=100ms")
+	var mu sync.Mutex
+	var logged []string
+	opt.Log = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+	}
+	notStarted := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(strings.Join(logged, "\n"), "handler not started")
+	}
+	done := make(chan error, 1)
+	go func() { _, err := h.svc.Drain(h.ctx, "s1", opt); done <- err }()
+	h.eventually("the drainer to give the admission back unstarted, or to end", func() bool {
+		return notStarted() || len(done) > 0
+	})
+	if runs := h.turnTexts(); len(runs) != 0 {
+		t.Fatalf("a handler started under a lease about to lapse: %v (%s)", runs, state(h.admission(r.Admission.ID)))
+	}
+	h.faults.Disarm() // renewals succeed again
+	if err := <-done; err != nil {
+		t.Errorf("drain: %v", err)
+	}
+	h.oneTurn("s1", r.Admission.ID, "IN")
 }

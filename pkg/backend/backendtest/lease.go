@@ -75,6 +75,18 @@ func testLeaseRenewRelease(t *testing.T, s backend.Store) {
 	}
 	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: time.Minute, Now: at(60 * time.Second)})
 	wantErr(t, "acquire a renewed lease", err, backend.ErrLeaseHeld)
+	// A renewal that reaches the store late (sent before the one above)
+	// never shortens the lease: its holder counts on the later expiry.
+	r, err = s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch, TTL: time.Minute, Now: at(10 * time.Second)})
+	noErr(t, "a late renewal", err)
+	if !r.ExpiresAt.Equal(at(80 * time.Second)) {
+		t.Errorf("a late renewal: lease expires %v, want the later %v kept", r.ExpiresAt, at(80*time.Second))
+	}
+	if exp := getSession(t, s, "s1").LeaseExpiresAt; !exp.Equal(at(80 * time.Second)) {
+		t.Errorf("a late renewal: the session's lease expires %v, want %v", exp, at(80*time.Second))
+	}
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: time.Minute, Now: at(75 * time.Second)})
+	wantErr(t, "acquire a lease a late renewal reached", err, backend.ErrLeaseHeld)
 	_, err = s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch + 1, TTL: time.Minute, Now: at(20 * time.Second)})
 	wantErr(t, "renew with a wrong epoch", err, backend.ErrFenced)
 	_, err = s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", Epoch: l.Epoch, TTL: time.Minute, Now: at(20 * time.Second)})

@@ -157,7 +157,9 @@ func (s *Store) RenewLease(ctx context.Context, req backend.LeaseRequest) (backe
 			return fmt.Errorf("bbolt: renew lease of session %s: epoch %d of %q, current %d of %q: %w",
 				req.Session, req.Epoch, req.Holder, rec.Epoch, rec.LeaseHolder, backend.ErrFenced)
 		}
-		rec.LeaseExpiresAt = now.Add(ttlOr(req.TTL, backend.DefaultLeaseTTL))
+		if exp := now.Add(ttlOr(req.TTL, backend.DefaultLeaseTTL)); exp.After(rec.LeaseExpiresAt) {
+			rec.LeaseExpiresAt = exp
+		}
 		out = backend.Lease{Session: req.Session, Holder: req.Holder, Epoch: rec.Epoch, ExpiresAt: rec.LeaseExpiresAt}
 		return t.putSession(sb, rec)
 	})

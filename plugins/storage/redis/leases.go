@@ -36,7 +36,7 @@ func (s *Store) AcquireLease(ctx context.Context, req backend.LeaseRequest) (bac
 	return l, nil
 }
 
-// RenewLease extends the lease of (holder, epoch).
+// RenewLease extends the lease of (holder, epoch); never shortens it.
 func (s *Store) RenewLease(ctx context.Context, req backend.LeaseRequest) (backend.Lease, error) {
 	sid := req.Session
 	exp := nowOr(req.Now).Add(ttlOr(req.TTL, backend.DefaultLeaseTTL))
@@ -47,6 +47,9 @@ func (s *Store) RenewLease(ctx context.Context, req backend.LeaseRequest) (backe
 	}
 	if err := s.scriptErr(r, "renew lease of", "session "+sid+" at epoch "+strconv.FormatUint(req.Epoch, 10)); err != nil {
 		return backend.Lease{}, err
+	}
+	if len(r) > 1 {
+		exp = timeOf(str(r[1])) // a later expiry kept
 	}
 	return backend.Lease{Session: sid, Holder: req.Holder, Epoch: req.Epoch, ExpiresAt: exp.UTC()}, nil
 }
