@@ -279,7 +279,7 @@ func chaos(t *testing.T, c *cli, inputs, sessions int, srv *redistest.Server) {
 		// input and reply (which saw the notes before it).
 		ms := c.messages(session)
 		k, notesSoFar := 0, 0
-		for _, a := range as {
+		for ai, a := range as {
 			r := runs[a.ID]
 			switch a.Mode {
 			case backend.ModeNote:
@@ -289,6 +289,9 @@ func chaos(t *testing.T, c *cli, inputs, sessions int, srv *redistest.Server) {
 				}
 				if k >= len(ms) || ms[k].Role != backend.RoleNote || ms[k].Content != a.Text() || ms[k].AdmissionID != a.ID {
 					t.Errorf("%s: message %d is not the note %q", session, k+1, a.Text())
+					if k < len(ms) {
+						logAround(t, as, ai, ms, k)
+					}
 					k = len(ms)
 					continue
 				}
@@ -332,6 +335,9 @@ func chaos(t *testing.T, c *cli, inputs, sessions int, srv *redistest.Server) {
 				if k+1 >= len(ms) || ms[k].Role != backend.RoleUser || ms[k].Content != a.Text() ||
 					ms[k+1].Role != backend.RoleAssistant || ms[k+1].Content != reply {
 					t.Errorf("%s: messages %d–%d are not the turn %q / %q", session, k+1, k+2, a.Text(), reply)
+					if k < len(ms) {
+						logAround(t, as, ai, ms, k)
+					}
 					k = len(ms)
 					continue
 				}
@@ -345,6 +351,18 @@ func chaos(t *testing.T, c *cli, inputs, sessions int, srv *redistest.Server) {
 		}
 	}
 	t.Logf("%d turns, %d notes; %d turns ran again after a kill", turns, notes, rerun)
+	if srv != nil {
+		// How often the lease guard acted: its renewals failing against the
+		// stalled store, a drainer stopped counting on its lease (a turn
+		// deferred, given back unstarted, or its handler killed).
+		lapsed, unstarted := 0, 0
+		for _, d := range started {
+			e := d.stderr()
+			lapsed += strings.Count(e, "not renewed for")
+			unstarted += strings.Count(e, "handler not started")
+		}
+		t.Logf("lease guard: acted %d times, %d turns given back unstarted", lapsed, unstarted)
+	}
 
 	// No two handlers of one session ever ran at once: none found another's
 	// lock held, and the logged runs of each session do not overlap.
@@ -362,6 +380,21 @@ func chaos(t *testing.T, c *cli, inputs, sessions int, srv *redistest.Server) {
 				t.Errorf("%s: handler %d started before handler %d ended", session, cs[i].Handler.PID, cs[i-1].Handler.PID)
 			}
 		}
+	}
+}
+
+// logAround logs the admissions around as[ai] and the messages around
+// ms[k], where the transcript stopped matching the admissions.
+func logAround(t *testing.T, as []backend.Admission, ai int, ms []backend.Message, k int) {
+	t.Helper()
+	for i := max(0, ai-4); i < min(len(as), ai+5); i++ {
+		a := as[i]
+		t.Logf("  admission seq %d %s %s %s/%s epoch %d gen %d settled %s: %q",
+			a.Seq, a.ID, a.Mode, a.Status, a.Outcome, a.Epoch, a.Generation, a.SettledAt.Format("15:04:05.000000"), a.Text())
+	}
+	for i := max(0, k-6); i < min(len(ms), k+7); i++ {
+		m := ms[i]
+		t.Logf("  message %d %s of %s: %q", i+1, m.Role, m.AdmissionID, m.Content)
 	}
 }
 
