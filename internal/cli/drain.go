@@ -52,6 +52,11 @@ turn may finish within --grace, then the drain stops and exits 130 (SIGINT)
 or 143 (SIGTERM); with -o json the error object's code is "unavailable"
 (what is queued stays queued: drain again to go on).
 
+Two handlers of one session never run at once: a drainer that loses its
+lease, or cannot renew it before it could lapse (a stalled store), kills its
+running handler and stops draining that session (exit 5), leaving the turn
+to the next drainer, which marks it unknown and applies --on-unknown.
+
 Prints what it executed, one line each as soon as it is settled:
 "turn|note|failed <admission> seq N -> <transcript>"; with -o json, when
 it stops, the drain report (an array of reports with

@@ -341,6 +341,15 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 		}
 		return stepDone, false, runErr
 	}
+	if res.leaseErr != nil {
+		// Killed because this drainer can no longer count on its lease:
+		// exactly as if it had lost it, the admission is left running, and
+		// the next epoch marks it unknown and applies its --on-unknown
+		// policy (pause, requeue, interrupt), whether or not another
+		// drainer took over meanwhile. Drain ends; its lease is released.
+		return stepDone, false, fmt.Errorf("drain %s: admission %s left running for the next drainer's --on-unknown policy: handler killed: %w",
+			d.session, a.ID, res.leaseErr)
+	}
 	req.Outcome = res.outcome
 	req.Error = res.errText
 	req.ExpectCurrent = sess.CurrentTranscript

@@ -134,7 +134,8 @@ func releaseRetried(t *testing.T, h *harness) {
 }
 
 // A renewal fenced (another drainer took the session over) stops the
-// running handler at once: it is killed, the turn interrupted.
+// running handler at once: it is killed, and the admission is left to the
+// new epoch (running, to become unknown), never settled by the old one.
 func leaseFencedStopsHandler(t *testing.T, h *harness) {
 	h.openSession("s1")
 	r := h.human("s1", "IN")
@@ -143,22 +144,24 @@ func leaseFencedStopsHandler(t *testing.T, h *harness) {
 	opt := h.opts()
 	opt.Lease = time.Second
 	opt.Handler = h.handler("HQT_SLEEP=30s")
+	start := time.Now()
 	_, err := h.svc.Drain(h.ctx, "s1", opt)
-	if !errors.Is(err, backend.ErrFenced) {
-		t.Errorf("drain whose lease was lost: %v, want fenced (exit 5)", err)
+	if !errors.Is(err, backend.ErrFenced) || !strings.Contains(err.Error(), "left running") {
+		t.Errorf("drain whose lease was lost: %v, want fenced (exit 5), the admission left running", err)
 	}
-	a := h.admission(r.Admission.ID)
-	if a.Status == backend.StatusDone && a.Outcome == backend.OutcomeCompleted {
-		t.Errorf("the handler ran to the end after its lease was lost: %s", state(a))
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the handler ran %s after its lease was lost", d.Round(time.Second))
 	}
-	if a.Status == backend.StatusDone && !strings.Contains(a.Error, "lease") {
-		t.Errorf("admission %s: error %q, want one naming the lease", state(a), a.Error)
-	}
+	h.wantState(r.Admission.ID, "running//turn")
 }
 
 // Renewals that keep failing as transient (a partition) stop the running
 // handler before the lease can lapse: another drainer may take the session
-// then, and two handlers of one session never run at once.
+// then, and two handlers of one session never run at once. Killed that
+// way, the turn is left exactly as a drainer that lost its lease leaves it
+// (running), whether or not another drainer took over: the next epoch
+// marks it unknown and its --on-unknown policy decides (here requeue: the
+// turn runs again, completed).
 func leaseUnrenewedStopsHandler(t *testing.T, h *harness) {
 	h.openSession("s1")
 	r := h.human("s1", "IN")
@@ -166,15 +169,30 @@ func leaseUnrenewedStopsHandler(t *testing.T, h *harness) {
 	opt := h.opts()
 	opt.Lease = time.Second
 	opt.Handler = h.handler("HQT_SLEEP=30s")
+	start := time.Now()
 	_, err := h.svc.Drain(h.ctx, "s1", opt)
-	if !errors.Is(err, backend.ErrAttention) {
-		t.Errorf("drain whose renewals failed: %v, want the interrupted turn reported (exit 6)", err)
+	if !errors.Is(err, backend.ErrFenced) || !strings.Contains(err.Error(), "not renewed") {
+		t.Errorf("drain whose renewals failed: %v, want fenced (exit 5) saying the lease was not renewed", err)
 	}
-	a := h.wantState(r.Admission.ID, "done/interrupted/turn")
-	if !strings.Contains(a.Error, "not renewed") {
-		t.Errorf("error %q, want one saying the lease was not renewed", a.Error)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the handler ran %s with its lease unrenewed", d.Round(time.Second))
 	}
+	h.wantState(r.Admission.ID, "running//turn")
 	h.faults.Disarm()
+
+	opt = h.opts()
+	opt.OnUnknown = admission.OnUnknownRequeue
+	opt.Wait = true // the killed drainer's release may not have reached the store
+	rep, err := h.svc.Drain(h.ctx, "s1", opt)
+	if err != nil {
+		t.Fatalf("the next drain, --on-unknown requeue: %v", err)
+	}
+	if rep.Turns != 1 {
+		t.Errorf("the next drain ran %d turns, want 1", rep.Turns)
+	}
+	h.wantState(r.Admission.ID, "done/completed/turn")
+	h.wantStrings("handler runs", h.turnTexts(), []string{"IN/0", "IN/0"})
+	h.wantStrings("transcript", h.roles("s1"), []string{"user:IN", "assistant:reply to IN notes_seen=0"})
 }
 
 // A claim that waits out a stalled store comes back when the lease, its
