@@ -22,13 +22,20 @@ local out = {'ok', ''}
 local trs = {}
 local settled = 0
 local i = 5
+local n = tonumber(ARGV[4])
 local gen = tonumber(s.generation)
 local epoch_now = tonumber(s.epoch)
 -- Nothing this script writes starts a claim or a viewer, so whether the
--- session is busy and whether a viewer is live are read once for the run.
+-- session is busy and whether a viewer is live are read once for the run;
+-- and nothing but the run itself leaves the queue, so the k-th request's
+-- head is the k-th queued admission as read here. The writes are gathered
+-- and made once per key at the end (one ZREM, one HSET, one RPUSH per
+-- messages list), in the order the requests came.
 local is_busy = busy(KEYS[4], KEYS[5])
 local viewers = redis.call('ZCOUNT', KEYS[9], '(' .. ARGV[3], '+inf') > 0
-for _ = 1, tonumber(ARGV[4]) do
+local heads = redis.call('ZRANGE', KEYS[3], 0, n - 1)
+local done_ids, recs, lists = {}, {}, {}
+for k = 1, n do
   local id, epoch = ARGV[i], tonumber(ARGV[i + 1])
   local outcome, mode, delivered, err, now = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   local unwatched, expect, nmsg = ARGV[i + 7] == '1', ARGV[i + 8], tonumber(ARGV[i + 9])
@@ -38,8 +45,7 @@ for _ = 1, tonumber(ARGV[4]) do
   if not rec then out[1], out[2] = 'not_found', id break end
   if epoch_now ~= epoch then out[1], out[2] = 'fenced', id break end
   if is_busy then out[1], out[2] = 'busy', id break end
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)
-  if head[1] ~= id then out[1], out[2] = 'not_head', id break end
+  if heads[k] ~= id then out[1], out[2] = 'not_head', id break end
   if expect ~= '' and s.current ~= expect then out[1], out[2] = 'moved', id break end
   if unwatched and viewers then
     local tr = getrec(KEYS[6], delivered)
@@ -59,7 +65,6 @@ for _ = 1, tonumber(ARGV[4]) do
   if missing then out[1], out[2] = 'no_transcript', missing break end
 
   gen = gen + 1
-  redis.call('ZREM', KEYS[3], id)
   rec.epoch = epoch
   rec.generation = gen
   rec.started_at = now
@@ -69,22 +74,40 @@ for _ = 1, tonumber(ARGV[4]) do
   if delivered ~= '' then rec.delivered_to = delivered end
   if err ~= '' then rec.error = err end
   rec.settled_at = now
-  local enc = putrec(KEYS[2], id, rec)
+  local enc = cjson.encode(rec)
+  done_ids[#done_ids + 1] = id
+  recs[#recs + 1] = id
+  recs[#recs + 1] = enc
   for j = m0, i - 1, 4 do
-    local t, role = ARGV[j + 1], ARGV[j + 2]
-    redis.call('RPUSH', KEYS[tonumber(ARGV[j])], ARGV[j + 3])
+    local t, role, at = ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j])
+    local l = lists[at]
+    if not l then
+      l = {}
+      lists[at] = l
+    end
+    l[#l + 1] = ARGV[j + 3]
     trs[t].message_count = trs[t].message_count + 1
     if role == 'note' then trs[t].note_count = trs[t].note_count + 1 end
   end
-  local r = admreply(rec, enc, KEYS[7], KEYS[8])
-  table.insert(out, r[2])
-  table.insert(out, r[3])
-  table.insert(out, r[4])
+  out[#out + 1] = enc
   settled = settled + 1
 end
 if settled > 0 then
+  redis.call('ZREM', KEYS[3], unpack(done_ids))
+  redis.call('HSET', KEYS[2], unpack(recs))
+  for at, l in pairs(lists) do redis.call('RPUSH', KEYS[at], unpack(l)) end
   redis.call('HSET', KEYS[1], 'generation', gen)
   for t, tr in pairs(trs) do putrec(KEYS[6], t, tr) end
+  -- Each settled admission's reply: its record, payload and identity list.
+  local payloads = redis.call('HMGET', KEYS[7], unpack(done_ids))
+  local idlists = redis.call('HMGET', KEYS[8], unpack(done_ids))
+  local encs = out
+  out = {encs[1], encs[2]}
+  for k = 1, settled do
+    out[#out + 1] = encs[k + 2]
+    out[#out + 1] = payloads[k] or ''
+    out[#out + 1] = idlists[k] or ''
+  end
   publish(ARGV[1], ARGV[2])
 end
 return out
