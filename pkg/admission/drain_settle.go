@@ -203,9 +203,9 @@ func (d *drainer) lapsing() error {
 	if err := d.leaseLost(); err != nil {
 		return err
 	}
-	if age := time.Since(d.lastRenewal()); age >= d.opt.Lease-leaseMargin(d.opt.Lease) {
+	if now := time.Now(); !now.Before(d.leaseDeadline()) {
 		return fmt.Errorf("drain %s: lease of epoch %d not renewed for %s (lease %s): %w",
-			d.session, d.lease.Epoch, age.Round(time.Millisecond), d.opt.Lease, backend.ErrFenced)
+			d.session, d.lease.Epoch, now.Sub(d.lastRenewal()).Round(time.Millisecond), d.opt.Lease, backend.ErrFenced)
 	}
 	return nil
 }

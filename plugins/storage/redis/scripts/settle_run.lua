@@ -20,7 +20,6 @@ local s = hgetall(KEYS[1])
 if not s then return {'not_found', ''} end
 local out = {'ok', ''}
 local trs = {}
-local settled = 0
 local i = 5
 local n = tonumber(ARGV[4])
 local gen = tonumber(s.generation)
@@ -34,7 +33,7 @@ local epoch_now = tonumber(s.epoch)
 local is_busy = busy(KEYS[4], KEYS[5])
 local viewers = redis.call('ZCOUNT', KEYS[9], '(' .. ARGV[3], '+inf') > 0
 local heads = redis.call('ZRANGE', KEYS[3], 0, n - 1)
-local done_ids, recs, lists = {}, {}, {}
+local done_ids, encs, lists = {}, {}, {}
 for k = 1, n do
   local id, epoch = ARGV[i], tonumber(ARGV[i + 1])
   local outcome, mode, delivered, err, now = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
@@ -76,8 +75,7 @@ for k = 1, n do
   rec.settled_at = now
   local enc = cjson.encode(rec)
   done_ids[#done_ids + 1] = id
-  recs[#recs + 1] = id
-  recs[#recs + 1] = enc
+  encs[#encs + 1] = enc
   for j = m0, i - 1, 4 do
     local t, role, at = ARGV[j + 1], ARGV[j + 2], tonumber(ARGV[j])
     local l = lists[at]
@@ -89,10 +87,13 @@ for k = 1, n do
     trs[t].message_count = trs[t].message_count + 1
     if role == 'note' then trs[t].note_count = trs[t].note_count + 1 end
   end
-  out[#out + 1] = enc
-  settled = settled + 1
 end
-if settled > 0 then
+if #done_ids > 0 then
+  local recs = {}
+  for k, id in ipairs(done_ids) do
+    recs[2 * k - 1] = id
+    recs[2 * k] = encs[k]
+  end
   redis.call('ZREM', KEYS[3], unpack(done_ids))
   redis.call('HSET', KEYS[2], unpack(recs))
   for at, l in pairs(lists) do redis.call('RPUSH', KEYS[at], unpack(l)) end
@@ -101,10 +102,8 @@ if settled > 0 then
   -- Each settled admission's reply: its record, payload and identity list.
   local payloads = redis.call('HMGET', KEYS[7], unpack(done_ids))
   local idlists = redis.call('HMGET', KEYS[8], unpack(done_ids))
-  local encs = out
-  out = {encs[1], encs[2]}
-  for k = 1, settled do
-    out[#out + 1] = encs[k + 2]
+  for k, enc in ipairs(encs) do
+    out[#out + 1] = enc
     out[#out + 1] = payloads[k] or ''
     out[#out + 1] = idlists[k] or ''
   end
