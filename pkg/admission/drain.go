@@ -30,6 +30,10 @@ type drainer struct {
 
 	rep      DrainReport
 	problems []string // failed turns and misroutes, for the attention error
+
+	// next is a turn claimed in the same store operation as the last
+	// turn's settle, for the next step to run (nil: none).
+	next *pendingTurn
 }
 
 // Drain executes the session's queue in FIFO order under its drain lease (docs/contract.md §3–§5).
@@ -80,6 +84,7 @@ func (s *Service) Drain(ctx context.Context, session string, opt DrainOptions) (
 	}()
 
 	err = d.loop(ctx)
+	d.giveBackNext(ctx)
 
 	close(stopRenew)
 	renewing.Wait()

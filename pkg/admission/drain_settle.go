@@ -85,7 +85,13 @@ func (d *drainer) readAdmission(ctx context.Context, id string, b *backoff) (bac
 
 // settleTurn settles a claimed admission (a turn's end), retrying as above.
 func (d *drainer) settleTurn(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
-	return d.fencedWrite(ctx, "settle admission", req.AdmissionID,
+	return d.settleTurnFrom(ctx, false, req)
+}
+
+// settleTurnFrom is settleTurn, told whether an attempt before it (made
+// elsewhere) already failed transiently.
+func (d *drainer) settleTurnFrom(ctx context.Context, transientBefore bool, req backend.SettleRequest) (backend.Admission, error) {
+	return d.fencedWriteFrom(ctx, transientBefore, "settle admission", req.AdmissionID,
 		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Settle(ctx, req) },
 		func(a backend.Admission) bool {
 			return a.Status == backend.StatusDone && a.Outcome == req.Outcome &&
@@ -127,7 +133,13 @@ func (d *drainer) requeue(ctx context.Context, req backend.SettleRequest) (backe
 // claim claims the head for a turn, retrying as above: a claim whose reply
 // was lost shows the admission running under this epoch.
 func (d *drainer) claim(ctx context.Context, req backend.ClaimRequest) (backend.Admission, error) {
-	return d.fencedWrite(ctx, "claim admission", req.AdmissionID,
+	return d.claimFrom(ctx, false, req)
+}
+
+// claimFrom is claim, told whether an attempt before it (made elsewhere)
+// already failed transiently.
+func (d *drainer) claimFrom(ctx context.Context, transientBefore bool, req backend.ClaimRequest) (backend.Admission, error) {
+	return d.fencedWriteFrom(ctx, transientBefore, "claim admission", req.AdmissionID,
 		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Claim(ctx, req) },
 		func(a backend.Admission) bool {
 			return a.Status == backend.StatusRunning && a.Epoch == req.Epoch && a.Mode == req.Mode

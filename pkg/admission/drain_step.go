@@ -50,6 +50,11 @@ func (d *drainer) head(ctx context.Context) (sess backend.Session, a backend.Adm
 // step reads the session and its head and executes the head (docs/contract.md §3, API
 // "Drain step"). idle reports an empty queue.
 func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err error) {
+	if p := d.next; p != nil {
+		// Claimed together with the last turn's settle: run it.
+		d.next = nil
+		return d.runTurn(ctx, p.sess, p.claimed, p.target)
+	}
 	sess, a, ok, err := d.head(ctx)
 	switch {
 	case err != nil && transient(err):
@@ -313,6 +318,14 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 	if err != nil {
 		return stepDone, false, fmt.Errorf("drain %s: claim admission %s: %w", d.session, a.ID, err)
 	}
+	return d.runTurn(ctx, sess, claimed, target)
+}
+
+// runTurn runs the handler of a claimed admission and settles the turn
+// with the user message and the reply (claiming the next head in the same
+// store operation when it is due as a turn too: see peekTurn).
+func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed backend.Admission, target backend.Transcript) (stepResult, bool, error) {
+	a := claimed
 	text := claimed.Text()
 	in := TurnInput{
 		Admission: claimed, Session: d.session, Target: target.ID, Text: text,
@@ -360,7 +373,15 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 			{Transcript: target.ID, Role: backend.RoleAssistant, Content: res.reply, Metadata: md()},
 		}
 	}
-	settled, err := d.settleTurn(bg, req)
+	var (
+		settled backend.Admission
+		err     error
+	)
+	if next := d.peekTurn(ctx, a); next != nil {
+		settled, err = d.settleAndClaim(bg, req, next)
+	} else {
+		settled, err = d.settleTurn(bg, req)
+	}
 	for tries := 0; errors.Is(err, backend.ErrMoved) && tries < maxRedecide; tries++ {
 		// The session was compressed or switched while the handler ran:
 		// the input and the reply go where the admission is delivered

@@ -152,6 +152,18 @@ type Store interface {
 	// writes a run of notes with one commit instead of one per note.
 	SettleRun(ctx context.Context, reqs []SettleRequest) (settled []Admission, err error)
 
+	// SettleClaim ends a turn and starts the next in one atomic step (one
+	// bbolt transaction, one Redis script): it settles req exactly as
+	// Settle would (req must not be Direct), and once that has succeeded it
+	// claims next exactly as Claim would, against the state the settle
+	// left. err is the settle's error: then nothing was written and the
+	// claim was not tried. Otherwise the settle holds whatever becomes of
+	// the claim, and the result's ClaimErr is the claim's error (ErrNotHead,
+	// ErrBusy, ErrFenced, ErrNotFound: nothing claimed; never transient, the
+	// step being one). How a drainer
+	// running turns back to back pays one commit per turn instead of two.
+	SettleClaim(ctx context.Context, req SettleRequest, next ClaimRequest) (SettleClaimResult, error)
+
 	// Requeue puts a running admission back to queued without spending
 	// anything (a deferral: its target could not be read, no handler is
 	// configured). Fenced like Settle.
@@ -405,6 +417,14 @@ type NewMessage struct {
 	Role       Role
 	Content    string
 	Metadata   map[string]any
+}
+
+// SettleClaimResult is what Store.SettleClaim did: Settled is the settled
+// admission; Claimed the next one, running, when ClaimErr is nil.
+type SettleClaimResult struct {
+	Settled  Admission
+	Claimed  Admission
+	ClaimErr error
 }
 
 // SettleRequest ends (or, for Requeue, gives back) an admission.

@@ -54,6 +54,7 @@ func RunScenarios(t *testing.T, newStore func(t *testing.T) backend.Store) {
 		{"LineageAndResolveTarget", lineageAndResolveTarget},
 	}
 	scenarios = append(scenarios, faultScenarios...)
+	scenarios = append(scenarios, backToBackScenarios...)
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) { sc.fn(t, newHarness(t, newStore)) })
 	}

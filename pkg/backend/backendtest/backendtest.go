@@ -58,6 +58,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, leaseTests...)
 	all = append(all, settleTests...)
 	all = append(all, settleRunTests...)
+	all = append(all, settleClaimTests...)
 	all = append(all, lineageTests...)
 	all = append(all, exportTests...)
 	all = append(all, roundTripTests...)

@@ -255,6 +255,14 @@ func (f *FaultStore) Settle(ctx context.Context, req backend.SettleRequest) (a b
 	return a, nil
 }
 
+func (f *FaultStore) SettleClaim(ctx context.Context, req backend.SettleRequest, next backend.ClaimRequest) (r backend.SettleClaimResult, err error) {
+	err = f.do(ctx, "SettleClaim", func() (err error) { r, err = f.Store.SettleClaim(ctx, req, next); return })
+	if err != nil {
+		return backend.SettleClaimResult{}, err
+	}
+	return r, nil
+}
+
 func (f *FaultStore) SettleRun(ctx context.Context, reqs []backend.SettleRequest) ([]backend.Admission, error) {
 	var out []backend.Admission
 	var innerErr error

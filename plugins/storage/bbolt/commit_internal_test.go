@@ -64,3 +64,43 @@ func TestGroupCommit(t *testing.T) {
 		t.Errorf("%d concurrent writers took %d commits: nothing was grouped", writers, commits)
 	}
 }
+
+// TestSettleClaimOneCommit: ending a turn and starting the next is one
+// commit (two fdatasyncs), not one for the settle and one for the claim.
+func TestSettleClaimOneCommit(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "hermesq.db"), backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 2; i++ {
+		res, err := s.Admit(ctx, []backend.AdmitRequest{{Session: "s1", Kind: backend.KindHuman, Principal: "alice",
+			Payload: []byte(fmt.Sprintf(`{"text":"%d"}`, i))}})
+		if err != nil || res[0].Err != nil {
+			t.Fatal(err, res[0].Err)
+		}
+		ids = append(ids, res[0].Admission.ID)
+	}
+	l, err := s.AcquireLease(ctx, backend.LeaseRequest{Session: "s1", Holder: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, backend.ClaimRequest{Session: "s1", AdmissionID: ids[0], Epoch: l.Epoch, Mode: backend.ModeTurn, DeliveredTo: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.group.commits.Load()
+	r, err := s.SettleClaim(ctx, backend.SettleRequest{Session: "s1", AdmissionID: c.ID, Epoch: c.Epoch, Generation: c.Generation,
+		Outcome: backend.OutcomeCompleted}, backend.ClaimRequest{Session: "s1", AdmissionID: ids[1], Epoch: l.Epoch, Mode: backend.ModeTurn, DeliveredTo: "s1"})
+	if err != nil || r.ClaimErr != nil {
+		t.Fatal(err, r.ClaimErr)
+	}
+	if n := s.group.commits.Load() - before; n != 1 {
+		t.Errorf("settle and claim took %d commits, want 1", n)
+	}
+}

@@ -209,22 +209,61 @@ func (t *txn) checkHead(op string, sb *bolt.Bucket, rec *sessionRec, id string, 
 
 // Claim moves the FIFO head to running under (epoch, generation+1).
 func (s *Store) Claim(ctx context.Context, req backend.ClaimRequest) (backend.Admission, error) {
-	now := nowOr(req.Now)
 	var out backend.Admission
-	err := s.updateSession(ctx, req.Session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
-		a, err := t.checkHead("claim", sb, rec, req.AdmissionID, req.Epoch)
-		if err != nil {
-			return err
-		}
-		rec.Generation++
-		if err := t.setStatus(sb, rec, a, backend.StatusRunning); err != nil {
-			return err
-		}
-		a.Epoch, a.Generation, a.StartedAt = rec.Epoch, rec.Generation, now
-		a.Mode, a.DeliveredTo = string(req.Mode), req.DeliveredTo
-		return t.saveAdmission(sb, rec, a, &out)
+	err := s.update(ctx, func(t *txn) (err error) {
+		out, err = t.claim(req)
+		return err
 	})
 	return out, err
+}
+
+func (t *txn) claim(req backend.ClaimRequest) (out backend.Admission, err error) {
+	sb, rec, err := t.session(req.Session)
+	if err != nil {
+		return out, err
+	}
+	a, err := t.checkHead("claim", sb, rec, req.AdmissionID, req.Epoch)
+	if err != nil {
+		return out, err
+	}
+	rec.Generation++
+	if err := t.setStatus(sb, rec, a, backend.StatusRunning); err != nil {
+		return out, err
+	}
+	a.Epoch, a.Generation, a.StartedAt = rec.Epoch, rec.Generation, nowOr(req.Now)
+	a.Mode, a.DeliveredTo = string(req.Mode), req.DeliveredTo
+	err = t.saveAdmission(sb, rec, a, &out)
+	return out, err
+}
+
+// SettleClaim settles req and claims next in one transaction: one commit
+// for the end of a turn and the start of the next.
+func (s *Store) SettleClaim(ctx context.Context, req backend.SettleRequest, next backend.ClaimRequest) (backend.SettleClaimResult, error) {
+	if err := backend.CheckSettleRequest(req); err != nil {
+		return backend.SettleClaimResult{}, fmt.Errorf("bbolt: settle %s: %w", req.AdmissionID, err)
+	}
+	if req.Direct {
+		return backend.SettleClaimResult{}, backend.Errorf(backend.ErrInvalid, "bbolt: settle %s and claim the next: the settle must end a claimed admission (not direct)", req.AdmissionID)
+	}
+	now := nowOr(req.Now)
+	var out backend.SettleClaimResult
+	err := s.update(ctx, func(t *txn) (err error) {
+		out = backend.SettleClaimResult{}
+		if out.Settled, err = t.settle(req, now); err != nil {
+			return err
+		}
+		// A refused claim (a domain error, checked before it writes)
+		// leaves the settle to commit alone.
+		out.Claimed, out.ClaimErr = t.claim(next)
+		if out.ClaimErr != nil && !isDomain(out.ClaimErr) {
+			return out.ClaimErr
+		}
+		return nil
+	})
+	if err != nil {
+		return backend.SettleClaimResult{}, err
+	}
+	return out, nil
 }
 
 // checkRunning verifies that a settle or requeue of req is not fenced.

@@ -590,12 +590,19 @@ func (s *Store) FindIdentity(ctx context.Context, session, identity string) (bac
 
 // Claim moves the session's FIFO head to running.
 func (s *Store) Claim(ctx context.Context, req backend.ClaimRequest) (backend.Admission, error) {
+	keys, args := s.claimCall(req)
+	r, err := s.eval(ctx, scriptClaim, keys, args...)
+	return s.admissionReply(r, err, "claim", req.AdmissionID, req.Session)
+}
+
+// claimCall is the keys and arguments of claim.lua for req.
+func (s *Store) claimCall(req backend.ClaimRequest) ([]string, []any) {
 	sid := req.Session
-	r, err := s.eval(ctx, scriptClaim, []string{
-		s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid), s.k.unknown(sid),
-		s.k.payloads(sid), s.k.identityLists(sid),
-	}, s.k.changes(), sid, req.AdmissionID, req.Epoch, string(req.Mode), req.DeliveredTo, nsOf(nowOr(req.Now)))
-	return s.admissionReply(r, err, "claim", req.AdmissionID, sid)
+	return []string{
+			s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid), s.k.unknown(sid),
+			s.k.payloads(sid), s.k.identityLists(sid),
+		}, []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, string(req.Mode), req.DeliveredTo,
+			nsOf(nowOr(req.Now))}
 }
 
 // admissionReply decodes {'ok', record, payload, identity list} replies.
@@ -614,13 +621,6 @@ func (s *Store) admissionReply(r []any, err error, op, id, session string) (back
 
 // Settle ends an admission and appends its messages in one script.
 func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
-	sid := req.Session
-	now := nowOr(req.Now)
-	keys := []string{s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
-		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid)}
-	args := []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation,
-		map[bool]string{true: "1", false: "0"}[req.Direct], string(req.Outcome), string(req.Mode),
-		req.DeliveredTo, req.Error, nsOf(now), req.ExpectCurrent}
 	if err := backend.CheckSettleRequest(req); err != nil {
 		return backend.Admission{}, fmt.Errorf("redis: settle %s: %w", req.AdmissionID, err)
 	}
@@ -632,16 +632,65 @@ func (s *Store) Settle(ctx context.Context, req backend.SettleRequest) (backend.
 		}
 		return out[0], nil
 	}
+	keys, args, err := s.settleCall(req)
+	if err != nil {
+		return backend.Admission{}, err
+	}
+	r, err := s.eval(ctx, scriptSettle, keys, args...)
+	return s.admissionReply(r, err, "settle", req.AdmissionID, req.Session)
+}
+
+// settleCall is the keys and arguments of settle.lua for req.
+func (s *Store) settleCall(req backend.SettleRequest) (keys []string, args []any, err error) {
+	sid := req.Session
+	now := nowOr(req.Now)
+	keys = []string{s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
+		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid)}
+	args = []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation,
+		map[bool]string{true: "1", false: "0"}[req.Direct], string(req.Outcome), string(req.Mode),
+		req.DeliveredTo, req.Error, nsOf(now), req.ExpectCurrent}
 	for _, m := range req.Messages {
 		raw, err := encodeMessage(m.Role, m.Content, req.AdmissionID, now, m.Metadata)
 		if err != nil {
-			return backend.Admission{}, err
+			return nil, nil, err
 		}
 		keys = append(keys, s.k.messages(sid, m.Transcript))
 		args = append(args, m.Transcript, string(m.Role), raw)
 	}
-	r, err := s.eval(ctx, scriptSettle, keys, args...)
-	return s.admissionReply(r, err, "settle", req.AdmissionID, sid)
+	return keys, args, nil
+}
+
+// SettleClaim settles req and claims next in one script (settle_claim.lua:
+// settle.lua's body, then claim.lua's).
+func (s *Store) SettleClaim(ctx context.Context, req backend.SettleRequest, next backend.ClaimRequest) (backend.SettleClaimResult, error) {
+	var out backend.SettleClaimResult
+	if err := backend.CheckSettleRequest(req); err != nil {
+		return out, fmt.Errorf("redis: settle %s: %w", req.AdmissionID, err)
+	}
+	if req.Direct {
+		return out, backend.Errorf(backend.ErrInvalid, "redis: settle %s and claim the next: the settle must end a claimed admission (not direct)", req.AdmissionID)
+	}
+	if next.Session != req.Session {
+		// Keys of two sessions may live on two cluster slots: not one script.
+		return out, backend.Errorf(backend.ErrInvalid, "redis: settle %s and claim %s: sessions %s and %s differ", req.AdmissionID, next.AdmissionID, req.Session, next.Session)
+	}
+	skeys, sargs, err := s.settleCall(req)
+	if err != nil {
+		return out, err
+	}
+	ckeys, cargs := s.claimCall(next)
+	keys := append(skeys, ckeys...)
+	args := append([]any{len(skeys), len(sargs)}, sargs...)
+	args = append(args, cargs...)
+	r, err := s.eval(ctx, scriptSettleClaim, keys, args...)
+	if out.Settled, err = s.admissionReply(r, err, "settle", req.AdmissionID, req.Session); err != nil {
+		return backend.SettleClaimResult{}, err
+	}
+	if len(r) < 5 {
+		return backend.SettleClaimResult{}, errInternalf("settle %s and claim %s: short reply", req.AdmissionID, next.AdmissionID)
+	}
+	out.Claimed, out.ClaimErr = s.admissionReply(r[4:], nil, "claim", next.AdmissionID, next.Session)
+	return out, nil
 }
 
 // SettleRun settles a run of queued heads with one script on the session's

@@ -37,6 +37,32 @@ func loadScript(name string) *script {
 	})}
 }
 
+// loadSteps is the script whose driver (scripts/name.lua) runs the bodies
+// of the step scripts, each made a local function of (KEYS, ARGV) named
+// after it with "_step" appended: one atomic script made of existing ones,
+// without copying their text.
+func loadSteps(name string, steps ...string) *script {
+	return &script{name: name, load: sync.OnceValue(func() scriptText {
+		var b strings.Builder
+		read := func(file string) string {
+			body, err := scriptFS.ReadFile("scripts/" + file + ".lua")
+			if err != nil {
+				panic(err)
+			}
+			return string(body)
+		}
+		b.WriteString(read("common"))
+		for _, step := range steps {
+			b.WriteString("local function " + step + "_step(KEYS, ARGV)\n")
+			b.WriteString(read(step))
+			b.WriteString("\nend\n")
+		}
+		b.WriteString(read(name))
+		src := b.String()
+		return scriptText{src: src, hash: goredis.NewScript(src).Hash()}
+	})}
+}
+
 var (
 	scriptOpenSession      = loadScript("open_session")
 	scriptGetSession       = loadScript("get_session")
@@ -46,6 +72,7 @@ var (
 	scriptClaim            = loadScript("claim")
 	scriptSettle           = loadScript("settle")
 	scriptSettleRun        = loadScript("settle_run")
+	scriptSettleClaim      = loadSteps("settle_claim", "settle", "claim")
 	scriptRequeue          = loadScript("requeue")
 	scriptResolve          = loadScript("resolve")
 	scriptCancel           = loadScript("cancel")

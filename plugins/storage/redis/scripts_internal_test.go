@@ -14,7 +14,7 @@ func TestScriptsLoad(t *testing.T) {
 		scriptSettle, scriptSettleRun, scriptRequeue, scriptResolve, scriptCancel, scriptAcquireLease,
 		scriptRenewLease, scriptReleaseLease, scriptAddViewer, scriptRemoveViewer, scriptCloseSession,
 		scriptCompress, scriptSwitch, scriptImportSession, scriptImportTranscript, scriptImportMessage,
-		scriptImportAdmission, scriptReleaseClaim, scriptSwapLookup, scriptCompact,
+		scriptImportAdmission, scriptReleaseClaim, scriptSwapLookup, scriptCompact, scriptSettleClaim,
 	} {
 		text := sc.load()
 		if !sha.MatchString(text.hash) || len(text.src) == 0 {
