@@ -5,11 +5,13 @@ test:     ## everything CI runs (installs redis-server when missing and root)
 	bash scripts/test.sh
 build:
 	go build -o bin/hermesq ./cmd/hermesq
+	go build -o bin/hermesq-producers ./cmd/hermesq-producers
 PREFIX ?= $(HOME)/.local
 PLUGIN_DIR ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/hermesq/plugins
-install:  ## hermesq in $(PREFIX)/bin, every producer plugin in $(PLUGIN_DIR)
+install:  ## hermesq and hermesq-producers in $(PREFIX)/bin, every producer plugin in $(PLUGIN_DIR)
 	mkdir -p $(PREFIX)/bin $(PLUGIN_DIR)
 	go build -o $(PREFIX)/bin/hermesq ./cmd/hermesq
+	go build -o $(PREFIX)/bin/hermesq-producers ./cmd/hermesq-producers
 	for p in plugins/producers/*/; do go build -o $(PLUGIN_DIR)/hermesq-producer-$$(basename $$p) ./$$p || exit 1; done
 generate: ## completions/, man/ and the producer protocol's Go code (needs protoc)
 	go run ./internal/gendocs

@@ -104,9 +104,10 @@ func TestDocsStayInsideRepository(t *testing.T) {
 }
 
 // TestInstallFromClone is issue 9, acceptance 5: in a fresh copy of the
-// repository, `go install ./cmd/hermesq` puts a hermesq on PATH whose
-// --version and version exit 0 and name the Go version; then the README's
-// demo command, `bash examples/demo.sh`, works.
+// repository, `go install ./cmd/...` puts hermesq and hermesq-producers on
+// PATH; hermesq's --version and version exit 0 and name the Go version, its
+// producers run reaches hermesq-producers; then the README's demo command,
+// `bash examples/demo.sh`, works.
 func TestInstallFromClone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("copies the repository and builds; -short skips it")
@@ -152,9 +153,11 @@ func TestInstallFromClone(t *testing.T) {
 		}
 		return string(out)
 	}
-	run("go", "install", "./cmd/hermesq")
-	if _, err := os.Stat(filepath.Join(gobin, "hermesq")); err != nil {
-		t.Fatalf("go install ./cmd/hermesq put no hermesq in GOBIN: %v", err)
+	run("go", "install", "./cmd/...")
+	for _, bin := range []string{"hermesq", "hermesq-producers"} {
+		if _, err := os.Stat(filepath.Join(gobin, bin)); err != nil {
+			t.Fatalf("go install ./cmd/... put no %s in GOBIN: %v", bin, err)
+		}
 	}
 	v := run("hermesq", "--version")
 	if !strings.HasPrefix(v, "hermesq ") || !strings.Contains(v, runtime.Version()) || strings.Count(v, "\n") != 1 {
@@ -166,6 +169,13 @@ func TestInstallFromClone(t *testing.T) {
 	var js struct{ Version, Commit, Go string }
 	if err := json.Unmarshal([]byte(run("hermesq", "version", "-o", "json")), &js); err != nil || js.Version == "" || js.Commit == "" || js.Go != runtime.Version() {
 		t.Errorf("hermesq version -o json: %+v, %v", js, err)
+	}
+	// hermesq hands producers run to the hermesq-producers installed beside
+	// it (here with no plugins to run).
+	plugins, store := t.TempDir(), "bbolt://"+filepath.Join(t.TempDir(), "h.db")
+	run("hermesq", "session", "open", "s1", "--store", store)
+	if got := run("hermesq", "producers", "run", "--once", "--plugin-dir", plugins, "--store", store); !strings.Contains(got, "no producer plugins in "+plugins) {
+		t.Errorf("hermesq producers run --once with no plugins: %q", got)
 	}
 	out := run("bash", "examples/demo.sh")
 	for _, want := range []string{"turn ", "note ", "echo: hello: is the build green? (notes seen: 0)", "duplicate "} {

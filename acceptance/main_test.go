@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildAll builds cmd/hermesq, examples/handler, the producer plugins and
+// buildAll builds cmd/hermesq and cmd/hermesq-producers (side by side, as
+// installed), examples/handler, the producer plugins and
 // the misbehaving test plugin into one temp dir, once.
 func buildAll() (string, error) {
 	binDir.once.Do(func() {
@@ -45,6 +46,7 @@ func buildAll() (string, error) {
 		binDir.dir = dir
 		for _, b := range []struct{ pkg, name string }{
 			{"./cmd/hermesq", "hermesq"},
+			{"./cmd/hermesq-producers", "hermesq-producers"},
 			{"./examples/handler", "handler"},
 			{"./plugins/producers/delegation", "hermesq-producer-delegation"},
 			{"./plugins/producers/process", "hermesq-producer-process"},

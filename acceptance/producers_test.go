@@ -388,3 +388,27 @@ func TestPluginPermissions(t *testing.T) {
 	c.ok("producers", "run", "--once")
 	c.ok("doctor")
 }
+
+// TestProducersRunWithoutHost: hermesq hands `producers run` to
+// hermesq-producers, found beside it (the other tests) or on PATH; with
+// neither, it exits 1 with one line saying what to install, and starts
+// nothing.
+func TestProducersRunWithoutHost(t *testing.T) {
+	c := withPlugins(t, newCLI(t, "bbolt://"+filepath.Join(t.TempDir(), "hermesq.db")), "delegation")
+	alone := filepath.Join(t.TempDir(), "hermesq")
+	data, err := os.ReadFile(c.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.bin = alone
+	r := c.run([]string{"PATH=/usr/bin:/bin"}, "producers", "run", "--once")
+	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "hermesq-producers") {
+		t.Fatalf("producers run without hermesq-producers: want exit 1 and one line naming it: %v", r)
+	}
+	if strings.Contains(r.stderr, "producer delegation") {
+		t.Errorf("a plugin was started: %s", r.stderr)
+	}
+}

@@ -54,6 +54,7 @@ func (e *env) runWith(stdin string, tty bool, args ...string) result {
 	ios.SetStdoutTTY(tty)
 	ios.SetStderrTTY(tty)
 	f := NewFactory(ios)
+	f.Launch = testLaunch // never the hermesq-producers binary: it would replace the test process
 	if e.configure != nil {
 		e.configure(f)
 	}

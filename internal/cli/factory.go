@@ -30,6 +30,10 @@ type Factory struct {
 	// called: how drain and attach learn of SIGINT and SIGTERM. Tests
 	// replace it to deliver signals without sending them to the process.
 	Signals func(sig ...os.Signal) (ch <-chan os.Signal, stop func())
+	// Launch starts producer plugins (`producers run`): set in
+	// hermesq-producers, nil in hermesq, which runs hermesq-producers for
+	// that command instead.
+	Launch Launcher
 
 	v *viper.Viper
 

@@ -111,6 +111,7 @@ func benchHost(b *testing.B, url, bin string) (*host, pluginSpec) {
 		once:      true,
 		log:       &lineLog{out: benchLog{b}},
 		timing:    &hostTiming{},
+		launch:    testLaunch,
 	}
 	return h, pluginSpec{Name: "delegation", Path: bin, Enabled: true}
 }

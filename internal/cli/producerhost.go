@@ -18,9 +18,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
-
 	"github.com/hermesq/hermesq/internal/pluginperm"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -153,6 +150,7 @@ type host struct {
 	pc        *ProducerConfig
 	once      bool
 	log       *lineLog
+	launch    Launcher
 
 	// timing, when set, accumulates the time spent in plugin calls and in
 	// the store (the benchmark).
@@ -272,43 +270,18 @@ func (h *host) session(ctx context.Context, spec pluginSpec) error {
 	cmd.Env = h.pluginEnv(spec)
 	cmd.Dir = h.pc.pluginStateDir(spec.Name)
 	dieWithParent(cmd)
-	var secure *plugin.SecureConfig
-	if spec.Pin != nil {
-		// Checked against the pin in the configuration, at every start.
-		secure = &plugin.SecureConfig{Checksum: spec.Pin, Hash: sha256.New()}
-	}
 	out := h.log.writer(spec.Name)
 	defer out.flush()
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  producer.Handshake,
-		Plugins:          producer.PluginSet(nil),
-		Cmd:              cmd,
-		SkipHostEnv:      true,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		SecureConfig:     secure,
-		StartTimeout:     h.pc.StartTimeout,
-		Stderr:           out,
-		SyncStderr:       out,
-		SyncStdout:       out,
-		Logger: hclog.New(&hclog.LoggerOptions{
-			Name: "go-plugin", Level: hclog.Error, Output: out, DisableTime: true,
-		}),
-	})
+	client, err := h.launch(cmd, LaunchOptions{Pin: spec.Pin, StartTimeout: h.pc.StartTimeout, Output: out})
+	if err != nil {
+		var perm interface{ Permanent() bool }
+		if errors.As(err, &perm) && perm.Permanent() {
+			return &permanentError{err}
+		}
+		return err
+	}
 	defer client.Kill()
-
-	rpc, err := client.Client()
-	if err != nil {
-		return startError(err)
-	}
-	raw, err := rpc.Dispense(producer.PluginName)
-	if err != nil {
-		return &permanentError{fmt.Errorf("dispense: %w", err)}
-	}
-	p, ok := raw.(producer.Producer)
-	if !ok {
-		return &permanentError{fmt.Errorf("dispensed %T, not a producer", raw)}
-	}
+	p := client.Producer()
 	pause := time.Duration(0)
 	for {
 		if pause > 0 {
@@ -341,7 +314,7 @@ func (h *host) session(ctx context.Context, spec pluginSpec) error {
 
 // exited reports whether the plugin process has exited, giving it a moment:
 // a failed call is often seen before the process's end is.
-func exited(c *plugin.Client) bool {
+func exited(c PluginClient) bool {
 	for range 20 {
 		if c.Exited() {
 			return true
@@ -349,25 +322,6 @@ func exited(c *plugin.Client) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return false
-}
-
-// startError classifies a failure to start a plugin.
-func startError(err error) error {
-	msg := err.Error()
-	lower := strings.ToLower(msg)
-	switch {
-	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
-		return &permanentError{errors.New("sha256 checksum does not match the one pinned in the configuration; not started")}
-	case strings.Contains(lower, "incompatible api version"):
-		return &permanentError{fmt.Errorf("speaks another protocol version: %s", oneLine(msg))}
-	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrPermission), strings.Contains(msg, "exec format error"):
-		return &permanentError{fmt.Errorf("cannot be executed: %s", oneLine(msg))}
-	case strings.Contains(msg, "timeout while waiting for plugin to start"):
-		return errors.New("hung at handshake: no answer within producer_start_timeout")
-	case strings.Contains(msg, "exited before we could connect"), strings.Contains(msg, "Failed to read any lines from plugin's stdout"):
-		return errors.New("exited before the handshake")
-	}
-	return fmt.Errorf("start: %s", oneLine(msg))
 }
 
 // round polls the plugin once, admits the offers in one batch and settles

@@ -86,6 +86,11 @@ again, no attempt counted).
 Without --once, run goes on until SIGINT or SIGTERM (exit 130 or 143). With
 --once, each plugin is run until it has nothing ready, then run exits.
 
+The host is hermesq-producers, installed beside hermesq (or on PATH):
+hermesq with the plugin transport (go-plugin, gRPC), which the other
+commands do not load. hermesq replaces itself with it, so the process, its
+signals and its exit code are the same; without it run exits 1.
+
 Exit codes: 0 every plugin ran; 8 a plugin failed (could not start, crashed
 more than 3 times with --once, failed its checksum, speaks another protocol
 version; the others ran; each failure is logged); 75 the store was
@@ -100,6 +105,9 @@ unavailable (--once).`,
 }
 
 func runProducers(ctx context.Context, o *producersRunOptions) error {
+	if o.f.Launch == nil {
+		return execProducers() // returns only on failure
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -125,6 +133,7 @@ func runProducers(ctx context.Context, o *producersRunOptions) error {
 		pc:             pc,
 		once:           o.Once,
 		log:            &lineLog{out: o.f.IO.ErrOut},
+		launch:         o.f.Launch,
 		killAfterAdmit: os.Getenv(envKillAfterAdmit) == "1",
 	}
 	enabled := 0

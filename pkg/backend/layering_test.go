@@ -24,6 +24,10 @@ func TestImportDirection(t *testing.T) {
 			mod + "pkg/backend", mod + "pkg/admission", mod + "plugins/storage/", mod + "internal/", "github.com/spf13/", "github.com/redis/"}},
 		{pkg: "plugins/producers/...", forbidden: []string{
 			mod + "pkg/backend", mod + "pkg/admission", mod + "plugins/storage/", mod + "internal/", "github.com/redis/"}},
+		// The plugin transport is linked only where plugins are served or
+		// hosted: hermesq itself starts without it (hermesq-producers hosts).
+		{pkg: "pkg/producer", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
+		{pkg: "cmd/hermesq", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
 		{pkg: "plugins/storage/redis", forbidden: []string{mod + "plugins/storage/bbolt", mod + "internal/", mod + "pkg/admission", "github.com/spf13/"}},
 	}
 	for _, r := range rules {

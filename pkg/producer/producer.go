@@ -3,16 +3,19 @@
 // returned, a watched file matched) which hermesq admits to a session's
 // queue.
 //
-// A producer is a small main package that implements Producer and calls
-// Serve. Most producers keep their events in an Outbox, which already
-// implements Producer with durable claims and leases:
+// A producer is a small main package that implements Producer and serves
+// it with package plugin (github.com/hermesq/hermesq/pkg/producer/plugin,
+// the go-plugin gRPC transport, kept apart so that programs that only
+// write events, hermesq among them, do not link it). Most producers keep
+// their events in an Outbox, which already implements Producer with
+// durable claims and leases:
 //
 //	func main() {
 //		ob, err := producer.OpenOutbox(producer.StateDir(), producer.OutboxOptions{Coalesce: true})
 //		if err != nil {
 //			producer.Logger().Fatal(err)
 //		}
-//		producer.Serve(ob)
+//		plugin.Serve(ob)
 //	}
 //
 // hermesq (the host) starts every hermesq-producer-NAME binary of its
@@ -36,9 +39,6 @@ import (
 	"log"
 	"os"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
 )
 
 // Producer is what a plugin implements. Both methods may be called
@@ -121,18 +121,6 @@ func (a Action) String() string {
 // its lease ran out.
 var ErrUnknownClaim = errors.New("unknown or expired claim")
 
-// Handshake is the go-plugin handshake of producer plugins. ProtocolVersion
-// changes when the wire protocol does; the host refuses a plugin of another
-// version.
-var Handshake = plugin.HandshakeConfig{
-	ProtocolVersion:  1,
-	MagicCookieKey:   "HERMESQ_PRODUCER_PLUGIN",
-	MagicCookieValue: "f4d1c1a0-producer-v1",
-}
-
-// PluginName is the name under which a plugin serves its Producer.
-const PluginName = "producer"
-
 // Environment the host gives a plugin (and nothing of its own environment
 // beyond PATH, HOME, LANG, LC_ALL, TZ and TMPDIR: no store URL, no
 // credentials).
@@ -169,32 +157,9 @@ func LeaseFromEnv() (time.Duration, error) {
 }
 
 // stderr is the plugin's own stderr, kept before go-plugin redirects
-// os.Stderr into its stdio stream.
+// os.Stderr into its stdio stream (plugin.Serve).
 var stderr io.Writer = os.Stderr
 
 // Logger returns a logger to the plugin's stderr, which the host forwards
 // to its own stderr prefixed with the plugin's name.
 func Logger() *log.Logger { return log.New(stderr, "", 0) }
-
-// Serve serves p as a producer plugin over gRPC and returns when the host
-// ends the plugin. It must be called from main, once. Run directly (not by
-// hermesq) it prints that it is a plugin and exits 1.
-func Serve(p Producer) {
-	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: Handshake,
-		Plugins:         PluginSet(p),
-		GRPCServer:      plugin.DefaultGRPCServer,
-		Logger: hclog.New(&hclog.LoggerOptions{
-			Name:   "go-plugin",
-			Level:  hclog.Warn,
-			Output: stderr,
-		}),
-	})
-}
-
-// PluginSet is the go-plugin plugin map of producers. A plugin serves impl
-// under PluginName (Serve does this); the host passes nil and dispenses
-// PluginName, a Producer whose calls go to the plugin over gRPC.
-func PluginSet(impl Producer) plugin.PluginSet {
-	return plugin.PluginSet{PluginName: &grpcPlugin{impl: impl}}
-}

@@ -14,9 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/pkg/producer/plugin"
 )
 
 type crashOnce struct{ *producer.Outbox }
@@ -41,19 +42,19 @@ func main() {
 	case "hang":
 		time.Sleep(time.Hour)
 	case "oldproto":
-		hs := producer.Handshake
+		hs := plugin.Handshake
 		hs.ProtocolVersion = 99
-		plugin.Serve(&plugin.ServeConfig{
+		goplugin.Serve(&goplugin.ServeConfig{
 			HandshakeConfig: hs,
-			Plugins:         producer.PluginSet(nil),
-			GRPCServer:      plugin.DefaultGRPCServer,
+			Plugins:         plugin.Set(nil),
+			GRPCServer:      goplugin.DefaultGRPCServer,
 		})
 	case "crashpoll":
 		ob, err := producer.OpenOutbox(producer.StateDir(), producer.OutboxOptions{})
 		if err != nil {
 			producer.Logger().Fatal(err)
 		}
-		producer.Serve(crashOnce{ob})
+		plugin.Serve(crashOnce{ob})
 	default:
 		fmt.Fprintf(os.Stderr, "badproducer: unknown name %q\n", name)
 		os.Exit(1)

@@ -15,9 +15,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/pkg/producer/plugin"
 )
 
 // Conn serves impl over go-plugin's in-process gRPC test connection and
@@ -25,11 +26,11 @@ import (
 // connection is closed when the test ends.
 func Conn(t testing.TB, impl producer.Producer) producer.Producer {
 	t.Helper()
-	client, _ := plugin.TestPluginGRPCConn(t, false, producer.PluginSet(impl))
+	client, _ := goplugin.TestPluginGRPCConn(t, false, plugin.Set(impl))
 	// Closing the client asks the server to shut down (go-plugin's
 	// controller), which stops it.
 	t.Cleanup(func() { _ = client.Close() })
-	raw, err := client.Dispense(producer.PluginName)
+	raw, err := client.Dispense(plugin.Name)
 	if err != nil {
 		t.Fatalf("producertest: dispense: %v", err)
 	}

@@ -11,6 +11,7 @@ package main
 
 import (
 	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/pkg/producer/plugin"
 )
 
 func main() {
@@ -18,5 +19,5 @@ func main() {
 	if err != nil {
 		producer.Logger().Fatalf("delegation: %v", err)
 	}
-	producer.Serve(ob)
+	plugin.Serve(ob)
 }

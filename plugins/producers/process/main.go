@@ -10,6 +10,7 @@ package main
 
 import (
 	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/pkg/producer/plugin"
 )
 
 func main() {
@@ -17,5 +18,5 @@ func main() {
 	if err != nil {
 		producer.Logger().Fatalf("process: %v", err)
 	}
-	producer.Serve(ob)
+	plugin.Serve(ob)
 }

@@ -35,6 +35,7 @@ import (
 	"os"
 
 	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/pkg/producer/plugin"
 )
 
 // watchProducer reads the files at every poll, then offers what the outbox
@@ -70,5 +71,5 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	producer.Serve(watchProducer{Outbox: ob, w: w})
+	plugin.Serve(watchProducer{Outbox: ob, w: w})
 }

@@ -1,38 +1,39 @@
-package producer
+package plugin
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hermesq/hermesq/pkg/producer"
 	pb "github.com/hermesq/hermesq/pkg/producer/internal/producerpb"
 )
 
-// grpcPlugin joins a Producer to go-plugin's gRPC transport: the plugin
-// serves impl, the host dispenses a client that implements Producer.
+// grpcPlugin joins a producer.Producer to go-plugin's gRPC transport: the plugin
+// serves impl, the host dispenses a client that implements producer.Producer.
 type grpcPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
-	impl Producer
+	goplugin.NetRPCUnsupportedPlugin
+	impl producer.Producer
 }
 
-func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+func (p *grpcPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
 	pb.RegisterProducerServer(s, &grpcServer{impl: p.impl})
 	return nil
 }
 
-func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
 	return &grpcClient{c: pb.NewProducerClient(c)}, nil
 }
 
-// grpcServer runs in the plugin and calls its Producer.
+// grpcServer runs in the plugin and calls its producer.Producer.
 type grpcServer struct {
 	pb.UnimplementedProducerServer
-	impl Producer
+	impl producer.Producer
 }
 
 func (s *grpcServer) Poll(ctx context.Context, req *pb.PollRequest) (*pb.PollResponse, error) {
@@ -56,7 +57,7 @@ func (s *grpcServer) Settle(ctx context.Context, req *pb.SettleRequest) (*pb.Set
 		return nil, status.Errorf(codes.InvalidArgument, "settle: unknown action %v", req.Action)
 	}
 	if err := s.impl.Settle(ctx, req.Claim, a, req.Reason); err != nil {
-		if errors.Is(err, ErrUnknownClaim) {
+		if errors.Is(err, producer.ErrUnknownClaim) {
 			return nil, status.Errorf(codes.NotFound, "settle: %v", err)
 		}
 		return nil, status.Errorf(codes.Unavailable, "settle: %v", err)
@@ -64,22 +65,22 @@ func (s *grpcServer) Settle(ctx context.Context, req *pb.SettleRequest) (*pb.Set
 	return &pb.SettleResponse{}, nil
 }
 
-// grpcClient runs in the host and implements Producer over gRPC.
+// grpcClient runs in the host and implements producer.Producer over gRPC.
 type grpcClient struct{ c pb.ProducerClient }
 
-func (c *grpcClient) Poll(ctx context.Context, max int) ([]Offer, error) {
+func (c *grpcClient) Poll(ctx context.Context, max int) ([]producer.Offer, error) {
 	resp, err := c.c.Poll(ctx, &pb.PollRequest{Max: int32(max)})
 	if err != nil {
 		return nil, rpcError("poll", err)
 	}
-	out := make([]Offer, len(resp.Offers))
+	out := make([]producer.Offer, len(resp.Offers))
 	for i, o := range resp.Offers {
 		out[i] = offerFromPB(o)
 	}
 	return out, nil
 }
 
-func (c *grpcClient) Settle(ctx context.Context, claim string, a Action, reason string) error {
+func (c *grpcClient) Settle(ctx context.Context, claim string, a producer.Action, reason string) error {
 	pa, ok := actionToPB[a]
 	if !ok {
 		return fmt.Errorf("settle: unknown action %v", a)
@@ -92,33 +93,33 @@ func (c *grpcClient) Settle(ctx context.Context, claim string, a Action, reason 
 }
 
 // rpcError turns a gRPC status into the plugin's message, with
-// ErrUnknownClaim kept recognisable.
+// producer.ErrUnknownClaim kept recognisable.
 func rpcError(op string, err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if st.Code() == codes.NotFound {
-		return fmt.Errorf("%s: %s: %w", op, st.Message(), ErrUnknownClaim)
+		return fmt.Errorf("%s: %s: %w", op, st.Message(), producer.ErrUnknownClaim)
 	}
 	return fmt.Errorf("%s: %s (%s)", op, st.Message(), st.Code())
 }
 
-var actionToPB = map[Action]pb.Action{
-	Complete: pb.Action_ACTION_COMPLETE,
-	Release:  pb.Action_ACTION_RELEASE,
-	Defer:    pb.Action_ACTION_DEFER,
-	Drop:     pb.Action_ACTION_DROP,
+var actionToPB = map[producer.Action]pb.Action{
+	producer.Complete: pb.Action_ACTION_COMPLETE,
+	producer.Release:  pb.Action_ACTION_RELEASE,
+	producer.Defer:    pb.Action_ACTION_DEFER,
+	producer.Drop:     pb.Action_ACTION_DROP,
 }
 
-var actionFromPB = map[pb.Action]Action{
-	pb.Action_ACTION_COMPLETE: Complete,
-	pb.Action_ACTION_RELEASE:  Release,
-	pb.Action_ACTION_DEFER:    Defer,
-	pb.Action_ACTION_DROP:     Drop,
+var actionFromPB = map[pb.Action]producer.Action{
+	pb.Action_ACTION_COMPLETE: producer.Complete,
+	pb.Action_ACTION_RELEASE:  producer.Release,
+	pb.Action_ACTION_DEFER:    producer.Defer,
+	pb.Action_ACTION_DROP:     producer.Drop,
 }
 
-func offerToPB(o Offer) *pb.Offer {
+func offerToPB(o producer.Offer) *pb.Offer {
 	out := &pb.Offer{
 		Session:    o.Session,
 		Target:     o.Target,
@@ -133,8 +134,8 @@ func offerToPB(o Offer) *pb.Offer {
 	return out
 }
 
-func offerFromPB(o *pb.Offer) Offer {
-	out := Offer{
+func offerFromPB(o *pb.Offer) producer.Offer {
+	out := producer.Offer{
 		Session:    o.Session,
 		Target:     o.Target,
 		Identities: o.Identities,
@@ -145,7 +146,7 @@ func offerFromPB(o *pb.Offer) Offer {
 		out.Payload = o.Payload
 	}
 	for _, p := range o.Parts {
-		part := Part{Identity: p.Identity, Text: p.Text}
+		part := producer.Part{Identity: p.Identity, Text: p.Text}
 		if len(p.Payload) > 0 {
 			part.Payload = p.Payload
 		}

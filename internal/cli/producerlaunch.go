@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/hermesq/hermesq/pkg/producer"
+)
+
+// The producer plugin host runs in a second binary, hermesq-producers,
+// installed beside hermesq: it is hermesq with a Launcher (the go-plugin
+// gRPC transport, package producer/plugin). Every other command is spared
+// loading gRPC and protocol buffers at each start; `hermesq producers run`
+// replaces itself with `hermesq-producers producers run …` (same process,
+// arguments, environment, signals and exit code).
+
+// ProducersBinary is the name of the binary that hosts producer plugins.
+const ProducersBinary = "hermesq-producers"
+
+// PluginClient is a started producer plugin.
+type PluginClient interface {
+	Producer() producer.Producer // calls go to the plugin
+	Exited() bool                // its process has ended
+	Kill()                       // end it
+}
+
+// LaunchOptions say how a plugin is started.
+type LaunchOptions struct {
+	Pin          []byte        // SHA-256 the binary must have; nil: not pinned
+	StartTimeout time.Duration // bound on the handshake
+	Output       io.Writer     // the plugin's output lines and the transport's errors
+}
+
+// Launcher starts cmd as a producer plugin. An error with a method
+// Permanent() bool that reports true is not retried.
+type Launcher func(cmd *exec.Cmd, o LaunchOptions) (PluginClient, error)
+
+// siblingPath finds name beside the running executable, else on PATH.
+func siblingPath(name string) (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		p := filepath.Join(filepath.Dir(exe), name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s, which runs producer plugins, is neither beside this hermesq nor on PATH: "+
+			"install it with hermesq (go install github.com/hermesq/hermesq/cmd/...)", name)
+	}
+	return p, nil
+}
