@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -410,5 +411,15 @@ func TestProducersRunWithoutHost(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, "producer delegation") {
 		t.Errorf("a plugin was started: %s", r.stderr)
+	}
+	// doctor, with a plugin installed, says the host is missing.
+	c.ok("session", "open", "s1")
+	r = c.run([]string{"PATH=/usr/bin:/bin"}, "doctor")
+	if r.code != 1 || !regexp.MustCompile(`(?m)^fail +producer host +hermesq-producers`).MatchString(r.stdout) {
+		t.Errorf("doctor without hermesq-producers: want exit 1 and a failed producer host check: %v", r)
+	}
+	c.bin = hermesqBin(t)
+	if r := c.ok("doctor"); !regexp.MustCompile(`(?m)^ok +producer host +/.*/hermesq-producers$`).MatchString(r.stdout) {
+		t.Errorf("doctor beside hermesq-producers: want the producer host found: %v", r)
 	}
 }

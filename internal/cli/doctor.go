@@ -27,7 +27,8 @@ func newDoctorCmd(f *Factory) *cobra.Command {
                session index and orphaned lookups
   principal    who the store says is calling, and the principal acted as
   plugins      plugin folders and binaries are writable by no one but
-               their owner
+               their owner; with plugins installed, hermesq-producers (which
+               producers run needs) is beside hermesq or on PATH
 Each check prints ok, warn or fail with what it saw, and for what is not ok
 how to repair it. Exit 0 when nothing failed (warnings included), else 1. A
 corrupt or truncated store file is reported here, never re-created.`,
@@ -100,7 +101,9 @@ func runDoctor(ctx context.Context, f *Factory) error {
 	if pc, err := f.producerConfig(); err != nil {
 		add("plugins", backend.FindingFail, err.Error(), "fix the producer settings")
 	} else {
-		doctorPluginDir(add, pc.PluginDir)
+		if plugins := doctorPluginDir(add, pc.PluginDir); plugins > 0 {
+			doctorProducerHost(add, f.Launch != nil)
+		}
 	}
 	return doctorReport(p, out)
 }
@@ -129,15 +132,16 @@ func doctorStateDir(add func(check, status, detail, repair string), cfg *Config)
 	}
 }
 
-// doctorPluginDir checks a plugin folder and every binary in it.
-func doctorPluginDir(add func(check, status, detail, repair string), dir string) {
+// doctorPluginDir checks a plugin folder and every binary in it, and
+// returns how many plugin binaries it holds.
+func doctorPluginDir(add func(check, status, detail, repair string), dir string) (plugins int) {
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
 		add("plugin folder", backend.FindingOK, dir+" does not exist (no plugins)", "")
-		return
+		return 0
 	}
 	if err := pluginperm.CheckDir(dir); err != nil {
 		add("plugin folder", backend.FindingFail, err.Error(), "chmod 700 "+dir)
-		return
+		return 0
 	}
 	add("plugin folder", backend.FindingOK, dir, "")
 	entries, _ := os.ReadDir(dir)
@@ -145,6 +149,7 @@ func doctorPluginDir(add func(check, status, detail, repair string), dir string)
 		if !strings.HasPrefix(e.Name(), "hermesq-producer-") {
 			continue
 		}
+		plugins++
 		bin := filepath.Join(dir, e.Name())
 		if err := pluginperm.CheckBinary(bin); err != nil {
 			add("plugin binary", backend.FindingFail, err.Error(), "chmod 700 "+bin)
@@ -152,6 +157,22 @@ func doctorPluginDir(add func(check, status, detail, repair string), dir string)
 			add("plugin binary", backend.FindingOK, bin, "")
 		}
 	}
+	return plugins
+}
+
+// doctorProducerHost checks that `producers run` can find its host,
+// hermesq-producers (self: this binary is it).
+func doctorProducerHost(add func(check, status, detail, repair string), self bool) {
+	if self {
+		add("producer host", backend.FindingOK, "this binary hosts the plugins", "")
+		return
+	}
+	p, err := siblingPath(ProducersBinary)
+	if err != nil {
+		add("producer host", backend.FindingFail, err.Error(), "put hermesq-producers beside hermesq or on PATH")
+		return
+	}
+	add("producer host", backend.FindingOK, p, "")
 }
 
 // doctorReport prints the findings; any failure is exit 1 with one error
