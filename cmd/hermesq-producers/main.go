@@ -6,29 +6,16 @@
 package main
 
 import (
-	"os"
 	"os/exec"
-	"runtime/debug"
 
 	"github.com/hermesq/hermesq/internal/cli"
 	"github.com/hermesq/hermesq/pkg/producer/plugin"
 )
 
-// gcPercent: as in cmd/hermesq.
-const gcPercent = 400
+func main() { cli.Main(launch) }
 
-func main() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
-	}
-	f := cli.NewFactory(cli.System())
-	f.Launch = Launch
-	err := cli.NewRootCmd(f).Execute()
-	os.Exit(f.Exit(err))
-}
-
-// Launch starts a producer plugin over go-plugin's gRPC transport.
-func Launch(cmd *exec.Cmd, o cli.LaunchOptions) (cli.PluginClient, error) {
+// launch starts a producer plugin over go-plugin's gRPC transport.
+func launch(cmd *exec.Cmd, o cli.LaunchOptions) (cli.PluginClient, error) {
 	c, err := plugin.Start(cmd, plugin.StartOptions{Pin: o.Pin, StartTimeout: o.StartTimeout, Output: o.Output})
 	if err != nil {
 		return nil, err

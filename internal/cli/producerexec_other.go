@@ -4,21 +4,16 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 )
 
-// execProducers runs hermesq-producers with the same arguments and
-// environment, and exits with its exit code.
-func execProducers() error {
-	path, err := siblingPath(ProducersBinary)
-	if err != nil {
-		return &runError{err}
-	}
+// execInto runs the program at path with the same arguments, environment
+// and streams, and exits with its exit code; it returns only on failure.
+func execInto(path string) error {
 	cmd := exec.Command(path, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -26,5 +21,5 @@ func execProducers() error {
 	case errors.As(err, &ee):
 		os.Exit(ee.ExitCode())
 	}
-	return &runError{fmt.Errorf("run %s: %w", path, err)}
+	return err
 }

@@ -39,6 +39,19 @@ type LaunchOptions struct {
 // Permanent() bool that reports true is not retried.
 type Launcher func(cmd *exec.Cmd, o LaunchOptions) (PluginClient, error)
 
+// execProducers hands this command line to hermesq-producers (see
+// above); it returns only on failure.
+func execProducers() error {
+	path, err := siblingPath(ProducersBinary)
+	if err != nil {
+		return &runError{err}
+	}
+	if err := execInto(path); err != nil {
+		return &runError{fmt.Errorf("run %s: %w", path, err)}
+	}
+	return nil
+}
+
 // siblingPath finds name beside the running executable, else on PATH.
 func siblingPath(name string) (string, error) {
 	if exe, err := os.Executable(); err == nil {

@@ -15,10 +15,7 @@ import (
 // handler runs once, in order, seeing the transcript as it was before its
 // turn; a fault on the joint write is retried write by write; a drain that
 // stops between them gives the claimed turn back unstarted.
-var backToBackScenarios = []struct {
-	name string
-	fn   func(t *testing.T, h *harness)
-}{
+var backToBackScenarios = []scenario{
 	{"BackToBack/Turns", backToBackTurns},
 	{"BackToBack/Max", backToBackMax},
 	{"BackToBack/ThenNote", backToBackThenNote},

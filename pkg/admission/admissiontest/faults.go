@@ -15,10 +15,7 @@ import (
 
 // faultScenarios are the write-path faults of issue 14: store writes that
 // fail before or after they commit, or stall, while the drainer lives on.
-var faultScenarios = []struct {
-	name string
-	fn   func(t *testing.T, h *harness)
-}{
+var faultScenarios = []scenario{
 	{"Faults/TurnSettleReplyLost", turnSettleReplyLost},
 	{"Faults/TurnSettleRetried", turnSettleRetried},
 	{"Faults/NoteSettleReplyLost", noteSettleReplyLost},

@@ -15,14 +15,17 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend/backendtest"
 )
 
+// scenario is one named scenario, run on a fresh harness.
+type scenario struct {
+	name string
+	fn   func(t *testing.T, h *harness)
+}
+
 // RunScenarios runs the contract's scenarios through an admission.Service
 // on stores made by newStore, which must return a fresh, empty store for
 // each call (closed by the caller's t.Cleanup).
 func RunScenarios(t *testing.T, newStore func(t *testing.T) backend.Store) {
-	scenarios := []struct {
-		name string
-		fn   func(t *testing.T, h *harness)
-	}{
+	scenarios := []scenario{
 		{"BusyFIFO", busyFIFO},
 		{"LaterInputSeesNote", laterInputSeesNote},
 		{"ViewerAttachesAfterAdmission", viewerAttachesAfterAdmission},

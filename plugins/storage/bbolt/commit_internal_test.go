@@ -14,14 +14,7 @@ import (
 // refused request in a group leaves the others admitted.
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "hermesq.db"), backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithSession(t)
 	const writers = 64
 	before := s.group.commits.Load()
 	var wg sync.WaitGroup
@@ -69,14 +62,7 @@ func TestGroupCommit(t *testing.T) {
 // commit (two fdatasyncs), not one for the settle and one for the claim.
 func TestSettleClaimOneCommit(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "hermesq.db"), backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithSession(t)
 	var ids []string
 	for i := 0; i < 2; i++ {
 		res, err := s.Admit(ctx, []backend.AdmitRequest{{Session: "s1", Kind: backend.KindHuman, Principal: "alice",
@@ -103,4 +89,20 @@ func TestSettleClaimOneCommit(t *testing.T) {
 	if n := s.group.commits.Load() - before; n != 1 {
 		t.Errorf("settle and claim took %d commits, want 1", n)
 	}
+}
+
+// openWithSession opens a store in a fresh file holding session s1, owned
+// by alice; the test closes it at its end.
+func openWithSession(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "hermesq.db"), backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
