@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -103,16 +101,6 @@ func ageText(d time.Duration, some bool) string {
 
 // writePrometheus writes s in the Prometheus text exposition format.
 func writePrometheus(w io.Writer, s admission.Stats) error {
-	gauge := func(name, help string) *dto.MetricFamily {
-		return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum()}
-	}
-	add := func(mf *dto.MetricFamily, v float64, labels ...string) {
-		m := &dto.Metric{Gauge: &dto.Gauge{Value: proto.Float64(v)}}
-		for i := 0; i+1 < len(labels); i += 2 {
-			m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(labels[i]), Value: proto.String(labels[i+1])})
-		}
-		mf.Metric = append(mf.Metric, m)
-	}
 	type family struct {
 		name, help string
 		value      func(q admission.QueueStats) float64
@@ -124,47 +112,120 @@ func writePrometheus(w io.Writer, s admission.Stats) error {
 		{"hermesq_unknown", "Unknown admissions (the queue is paused until resolved).", func(q admission.QueueStats) float64 { return float64(q.Unknown) }},
 		{"hermesq_viewers", "Live viewers.", func(q admission.QueueStats) float64 { return float64(q.Viewers) }},
 	}
-	var out []*dto.MetricFamily
-	sessions := gauge("hermesq_sessions", "Sessions in the store.")
-	add(sessions, float64(len(s.Sessions)))
+	var out []*promGauges
+	sessions := &promGauges{name: "hermesq_sessions", help: "Sessions in the store."}
+	sessions.add(float64(len(s.Sessions)))
 	out = append(out, sessions)
 	for _, fam := range simple {
-		per := gauge(fam.name, fam.help+" Per session.")
+		per := &promGauges{name: fam.name, help: fam.help + " Per session."}
 		for _, q := range s.Sessions {
-			add(per, fam.value(q), "session", q.Session)
+			per.add(fam.value(q), "session", q.Session)
 		}
-		all := gauge(fam.name+"_all", fam.help+" Every session together.")
-		add(all, fam.value(s.Total))
+		all := &promGauges{name: fam.name + "_all", help: fam.help + " Every session together."}
+		all.add(fam.value(s.Total))
 		out = append(out, per, all)
 	}
-	done := gauge("hermesq_done", "Done admissions by outcome. Per session.")
-	doneAll := gauge("hermesq_done_all", "Done admissions by outcome. Every session together.")
-	exec := gauge("hermesq_executed", "Done admissions by how they ran (turn, note). Per session.")
-	execAll := gauge("hermesq_executed_all", "Done admissions by how they ran (turn, note). Every session together.")
+	done := &promGauges{name: "hermesq_done", help: "Done admissions by outcome. Per session."}
+	doneAll := &promGauges{name: "hermesq_done_all", help: "Done admissions by outcome. Every session together."}
+	exec := &promGauges{name: "hermesq_executed", help: "Done admissions by how they ran (turn, note). Per session."}
+	execAll := &promGauges{name: "hermesq_executed_all", help: "Done admissions by how they ran (turn, note). Every session together."}
 	for _, q := range s.Sessions {
 		for _, o := range admission.AllOutcomes {
-			add(done, float64(q.Outcomes[o]), "session", q.Session, "outcome", string(o))
+			done.add(float64(q.Outcomes[o]), "session", q.Session, "outcome", string(o))
 		}
 		for _, m := range admission.AllModes {
-			add(exec, float64(q.Modes[m]), "session", q.Session, "mode", string(m))
+			exec.add(float64(q.Modes[m]), "session", q.Session, "mode", string(m))
 		}
 	}
 	for _, o := range admission.AllOutcomes {
-		add(doneAll, float64(s.Total.Outcomes[o]), "outcome", string(o))
+		doneAll.add(float64(s.Total.Outcomes[o]), "outcome", string(o))
 	}
 	for _, m := range admission.AllModes {
-		add(execAll, float64(s.Total.Modes[m]), "mode", string(m))
+		execAll.add(float64(s.Total.Modes[m]), "mode", string(m))
 	}
 	out = append(out, done, doneAll, exec, execAll)
-	for _, mf := range out {
-		if len(mf.Metric) == 0 {
-			continue // a family without samples is not worth a HELP line
-		}
-		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
-			return fmt.Errorf("stats: write prometheus text: %w", err)
-		}
+	var b []byte
+	for _, g := range out {
+		b = g.appendText(b)
+	}
+	if _, err := w.Write(b); err != nil {
+		return fmt.Errorf("stats: write prometheus text: %w", err)
 	}
 	return nil
+}
+
+// promGauges is one family of gauges, written in the Prometheus text
+// exposition format exactly as expfmt.MetricFamilyToText writes a
+// MetricFamily of type GAUGE (TestPromGaugesAsExpfmt holds it to that):
+// by hand, because expfmt works on the protocol buffer types, and linking
+// protocol buffers costs every hermesq command at start-up (their
+// initialisation reads the executable to seed a hash).
+type promGauges struct {
+	name, help string // name: a legacy metric name
+	samples    []promSample
+}
+
+type promSample struct {
+	labels []string // name, value, name, value… (legacy label names)
+	value  float64
+}
+
+func (g *promGauges) add(v float64, labels ...string) {
+	g.samples = append(g.samples, promSample{labels: labels, value: v})
+}
+
+var (
+	promHelpEscaper  = strings.NewReplacer("\\", `\\`, "\n", `\n`)
+	promLabelEscaper = strings.NewReplacer("\\", `\\`, "\n", `\n`, "\"", `\"`)
+)
+
+// appendText appends the family; nothing when it has no sample (a family
+// without samples is not worth a HELP line).
+func (g *promGauges) appendText(b []byte) []byte {
+	if len(g.samples) == 0 {
+		return b
+	}
+	b = append(b, "# HELP "...)
+	b = append(b, g.name...)
+	b = append(b, ' ')
+	b = append(b, promHelpEscaper.Replace(g.help)...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, g.name...)
+	b = append(b, " gauge\n"...)
+	for _, s := range g.samples {
+		b = append(b, g.name...)
+		for i := 0; i+1 < len(s.labels); i += 2 {
+			if i == 0 {
+				b = append(b, '{')
+			} else {
+				b = append(b, ',')
+			}
+			b = append(b, s.labels[i]...)
+			b = append(b, `="`...)
+			b = append(b, promLabelEscaper.Replace(s.labels[i+1])...)
+			b = append(b, '"')
+		}
+		if len(s.labels) >= 2 {
+			b = append(b, '}')
+		}
+		b = append(b, ' ')
+		b = appendPromFloat(b, s.value)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// appendPromFloat appends f as the exposition format writes a value.
+func appendPromFloat(b []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(b, "NaN"...)
+	case math.IsInf(f, +1):
+		return append(b, "+Inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
 }
 
 // Nagios plugin states: check's exit codes.
