@@ -2,6 +2,8 @@ package backend
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,4 +50,66 @@ func FuzzAdmissionJSON(f *testing.F) {
 			t.Fatalf("MarshalJSON: %s (err %v)\njson.Marshal: %s (err %v)", got, err, want, wantErr)
 		}
 	})
+}
+
+// FuzzStrictObject holds StrictObject's members, collected while the line
+// is checked, to what json.Unmarshal into a map[string]json.RawMessage
+// gives for any input CheckJSON accepts; both refuse what is not an object.
+func FuzzStrictObject(f *testing.F) {
+	for _, s := range []string{
+		`{"session":"s1","text":"hi"}`,
+		` { "text" : "a\u00e9\ud83d\ude00" , "n" : [1, 2.5e3, {"x":null}] , "o":{} } `,
+		`{"\u0074ext":"escaped key","b":true,"c":false,"d":-0.5}`,
+		`{}`, `null`, `[1]`, `"s"`, `{"a":1,"a":2}`, `{"a":1} x`, "{\"a\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := StrictObject(b, "line")
+		if CheckJSON(b) != nil {
+			if err == nil {
+				t.Fatalf("StrictObject(%q) accepted what CheckJSON refuses", b)
+			}
+			return
+		}
+		var want map[string]json.RawMessage
+		if json.Unmarshal(b, &want) != nil || want == nil {
+			if err == nil {
+				t.Fatalf("StrictObject(%q) = %v, want a refusal (not an object)", b, got)
+			}
+			return
+		}
+		if err != nil && len(want) == 0 {
+			t.Fatalf("StrictObject(%q): %v", b, err)
+		}
+		if err != nil {
+			// Only CheckFields refuses now: no field is allowed.
+			if !strings.Contains(err.Error(), "unknown field") {
+				t.Fatalf("StrictObject(%q): %v", b, err)
+			}
+			got, _ = checkJSON(b, true)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("StrictObject(%q): %d members, json.Unmarshal %d", b, len(got), len(want))
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || !bytes.Equal(g, v) {
+				t.Fatalf("StrictObject(%q): member %q = %q (%v), json.Unmarshal %q", b, k, g, ok, v)
+			}
+		}
+	})
+}
+
+// TestStrictObjectOwnsItsMembers: the members stay as they were when the
+// caller reuses its buffer.
+func TestStrictObjectOwnsItsMembers(t *testing.T) {
+	b := []byte(`{"text":"first"}`)
+	m, err := StrictObject(b, "line", "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b, `{"text":"other"}`)
+	if string(m["text"]) != `"first"` {
+		t.Fatalf("member changed with the caller's buffer: %s", m["text"])
+	}
 }

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -21,30 +22,44 @@ const MaxJSONNesting = 1000
 // wins); hermesq refuses them instead, so what is stored is what was sent.
 // The error (wrapping ErrInvalid) names the problem and its byte offset.
 func CheckJSON(b []byte) error {
+	_, err := checkJSON(b, false)
+	return err
+}
+
+// checkJSON is CheckJSON; with members, when b is an object, it also
+// returns the object's members (nil for any other value).
+func checkJSON(b []byte, members bool) (map[string]json.RawMessage, error) {
 	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
-		return fmt.Errorf("byte-order mark not allowed: %w", ErrInvalid)
+		return nil, fmt.Errorf("byte-order mark not allowed: %w", ErrInvalid)
 	}
-	sc := &jsonScanner{b: b}
+	sc := &jsonScanner{b: b, members: members}
 	sc.space()
 	if err := sc.value(0); err != nil {
-		return fmt.Errorf("%v: %w", err, ErrInvalid)
+		return nil, fmt.Errorf("%v: %w", err, ErrInvalid)
 	}
 	sc.space()
 	if sc.i < len(b) {
-		return fmt.Errorf("data after the JSON value: %s: %w", sc.what(), ErrInvalid)
+		return nil, fmt.Errorf("data after the JSON value: %s: %w", sc.what(), ErrInvalid)
 	}
-	return nil
+	return sc.top, nil
 }
 
 // StrictObject checks b with CheckJSON, requires a JSON object whose keys
 // are all among allowed (spelled exactly: "Text" is not "text"), and
 // returns its members. what names the object in errors ("input line").
+//
+// The members are collected while b is checked, in one pass: what
+// json.Unmarshal into a map[string]json.RawMessage would give for an
+// object CheckJSON accepts (each key unquoted, each value's exact bytes),
+// as FuzzStrictObject holds it to.
 func StrictObject(b []byte, what string, allowed ...string) (map[string]json.RawMessage, error) {
-	if err := CheckJSON(b); err != nil {
+	// The members are slices of one copy of b: the caller may reuse b (a
+	// line read into a reader's buffer).
+	m, err := checkJSON(bytes.Clone(b), true)
+	if err != nil {
 		return nil, err
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+	if m == nil {
 		return nil, fmt.Errorf("%s is not a JSON object: %w", what, ErrInvalid)
 	}
 	return m, CheckFields(m, what, allowed...)
@@ -83,6 +98,9 @@ func CheckFields(m map[string]json.RawMessage, what string, allowed ...string) e
 type jsonScanner struct {
 	b []byte
 	i int
+	// members: collect the top-level object's members into top.
+	members bool
+	top     map[string]json.RawMessage
 }
 
 func (s *jsonScanner) space() {
@@ -146,6 +164,11 @@ func (s *jsonScanner) value(depth int) error {
 func (s *jsonScanner) object(depth int) error {
 	s.i++ // {
 	seen := map[string]bool{}
+	var top map[string]json.RawMessage
+	if depth == 0 && s.members {
+		top = map[string]json.RawMessage{}
+		s.top = top
+	}
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
 		s.i++
@@ -171,8 +194,12 @@ func (s *jsonScanner) object(depth int) error {
 		}
 		s.i++
 		s.space()
+		start := s.i
 		if err := s.value(depth + 1); err != nil {
 			return err
+		}
+		if top != nil {
+			top[k] = json.RawMessage(s.b[start:s.i:s.i])
 		}
 		s.space()
 		if s.i >= len(s.b) {
