@@ -22,28 +22,12 @@ type script struct {
 
 type scriptText struct{ src, hash string }
 
-func loadScript(name string) *script {
+// loadScript is scripts/name.lua with common.lua prepended. With steps,
+// the bodies of those scripts come first, each made a local function of
+// (KEYS, ARGV) named after it with "_step" appended, for name.lua to call:
+// one atomic script made of existing ones, without copying their text.
+func loadScript(name string, steps ...string) *script {
 	return &script{name: name, load: sync.OnceValue(func() scriptText {
-		common, err := scriptFS.ReadFile("scripts/common.lua")
-		if err != nil {
-			panic(err)
-		}
-		body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-		if err != nil {
-			panic(err)
-		}
-		src := string(common) + string(body)
-		return scriptText{src: src, hash: goredis.NewScript(src).Hash()}
-	})}
-}
-
-// loadSteps is the script whose driver (scripts/name.lua) runs the bodies
-// of the step scripts, each made a local function of (KEYS, ARGV) named
-// after it with "_step" appended: one atomic script made of existing ones,
-// without copying their text.
-func loadSteps(name string, steps ...string) *script {
-	return &script{name: name, load: sync.OnceValue(func() scriptText {
-		var b strings.Builder
 		read := func(file string) string {
 			body, err := scriptFS.ReadFile("scripts/" + file + ".lua")
 			if err != nil {
@@ -51,6 +35,7 @@ func loadSteps(name string, steps ...string) *script {
 			}
 			return string(body)
 		}
+		var b strings.Builder
 		b.WriteString(read("common"))
 		for _, step := range steps {
 			b.WriteString("local function " + step + "_step(KEYS, ARGV)\n")
@@ -72,7 +57,7 @@ var (
 	scriptClaim            = loadScript("claim")
 	scriptSettle           = loadScript("settle")
 	scriptSettleRun        = loadScript("settle_run")
-	scriptSettleClaim      = loadSteps("settle_claim", "settle", "claim")
+	scriptSettleClaim      = loadScript("settle_claim", "settle", "claim")
 	scriptRequeue          = loadScript("requeue")
 	scriptResolve          = loadScript("resolve")
 	scriptCancel           = loadScript("cancel")
