@@ -154,14 +154,15 @@ type Store interface {
 
 	// SettleClaim ends a turn and starts the next in one atomic step (one
 	// bbolt transaction, one Redis script): it settles req exactly as
-	// Settle would (req must not be Direct), and once that has succeeded it
-	// claims next exactly as Claim would, against the state the settle
-	// left. err is the settle's error: then nothing was written and the
-	// claim was not tried. Otherwise the settle holds whatever becomes of
-	// the claim, and the result's ClaimErr is the claim's error (ErrNotHead,
-	// ErrBusy, ErrFenced, ErrNotFound: nothing claimed; never transient, the
-	// step being one). How a drainer
-	// running turns back to back pays one commit per turn instead of two.
+	// Settle would, and once that has succeeded it claims next exactly as
+	// Claim would, against the state the settle left. req must not be
+	// Direct and next must name the same session (CheckSettleClaimRequest;
+	// ErrInvalid, nothing written). err is the settle's error: then nothing
+	// was written and the claim was not tried. Otherwise the settle holds
+	// whatever becomes of the claim, and the result's ClaimErr is the
+	// claim's error (ErrNotHead, ErrBusy, ErrFenced, ErrNotFound: nothing
+	// claimed; never transient, the step being one). How a drainer running
+	// turns back to back pays one commit per turn instead of two.
 	SettleClaim(ctx context.Context, req SettleRequest, next ClaimRequest) (SettleClaimResult, error)
 
 	// Requeue puts a running admission back to queued without spending

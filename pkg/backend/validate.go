@@ -224,3 +224,20 @@ func CheckSettleRequest(r SettleRequest) error {
 	}
 	return nil
 }
+
+// CheckSettleClaimRequest checks a Store.SettleClaim request: a well-formed
+// settle (CheckSettleRequest) of a claimed admission (not Direct), and a
+// claim in the same session (one bbolt transaction, one Redis Cluster
+// slot).
+func CheckSettleClaimRequest(r SettleRequest, next ClaimRequest) error {
+	if err := CheckSettleRequest(r); err != nil {
+		return fmt.Errorf("settle %s: %w", r.AdmissionID, err)
+	}
+	if r.Direct {
+		return fmt.Errorf("settle %s and claim the next: the settle must end a claimed admission (not direct): %w", r.AdmissionID, ErrInvalid)
+	}
+	if next.Session != r.Session {
+		return fmt.Errorf("settle %s and claim %s: sessions %s and %s differ: %w", r.AdmissionID, next.AdmissionID, r.Session, next.Session, ErrInvalid)
+	}
+	return nil
+}

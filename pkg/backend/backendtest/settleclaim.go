@@ -131,6 +131,11 @@ func testSettleClaimSettleRefused(t *testing.T, s backend.Store) {
 	direct.ExpectCurrent, direct.Direct = "", true
 	_, err = s.SettleClaim(ctxOf(t), direct, next)
 	wantErr(t, "a direct settle", err, backend.ErrInvalid)
+	elsewhere := next
+	elsewhere.Session = "s2"
+	_, err = s.SettleClaim(ctxOf(t), backend.SettleRequest{Session: "s1", AdmissionID: a.ID, Epoch: c.Epoch, Generation: c.Generation,
+		Outcome: backend.OutcomeCompleted, Messages: turnMessages("s1", "one", "reply"), Now: T0}, elsewhere)
+	wantErr(t, "a claim in another session", err, backend.ErrInvalid)
 	diff(t, "first admission after refused settles", c, getAdmission(t, s, a.ID))
 	diff(t, "second admission after refused settles", b, getAdmission(t, s, b.ID))
 	if n := len(listMessages(t, s, "s1")); n != 0 {

@@ -239,11 +239,8 @@ func (t *txn) claim(req backend.ClaimRequest) (out backend.Admission, err error)
 // SettleClaim settles req and claims next in one transaction: one commit
 // for the end of a turn and the start of the next.
 func (s *Store) SettleClaim(ctx context.Context, req backend.SettleRequest, next backend.ClaimRequest) (backend.SettleClaimResult, error) {
-	if err := backend.CheckSettleRequest(req); err != nil {
-		return backend.SettleClaimResult{}, fmt.Errorf("bbolt: settle %s: %w", req.AdmissionID, err)
-	}
-	if req.Direct {
-		return backend.SettleClaimResult{}, backend.Errorf(backend.ErrInvalid, "bbolt: settle %s and claim the next: the settle must end a claimed admission (not direct)", req.AdmissionID)
+	if err := backend.CheckSettleClaimRequest(req, next); err != nil {
+		return backend.SettleClaimResult{}, fmt.Errorf("bbolt: %w", err)
 	}
 	now := nowOr(req.Now)
 	var out backend.SettleClaimResult

@@ -664,15 +664,8 @@ func (s *Store) settleCall(req backend.SettleRequest) (keys []string, args []any
 // settle.lua's body, then claim.lua's).
 func (s *Store) SettleClaim(ctx context.Context, req backend.SettleRequest, next backend.ClaimRequest) (backend.SettleClaimResult, error) {
 	var out backend.SettleClaimResult
-	if err := backend.CheckSettleRequest(req); err != nil {
-		return out, fmt.Errorf("redis: settle %s: %w", req.AdmissionID, err)
-	}
-	if req.Direct {
-		return out, backend.Errorf(backend.ErrInvalid, "redis: settle %s and claim the next: the settle must end a claimed admission (not direct)", req.AdmissionID)
-	}
-	if next.Session != req.Session {
-		// Keys of two sessions may live on two cluster slots: not one script.
-		return out, backend.Errorf(backend.ErrInvalid, "redis: settle %s and claim %s: sessions %s and %s differ", req.AdmissionID, next.AdmissionID, req.Session, next.Session)
+	if err := backend.CheckSettleClaimRequest(req, next); err != nil {
+		return out, fmt.Errorf("redis: %w", err)
 	}
 	skeys, sargs, err := s.settleCall(req)
 	if err != nil {
