@@ -22,11 +22,11 @@ type pendingTurn struct {
 	claimed backend.Admission  // running, once claimed
 }
 
-// peekTurn reads the head queued behind cur (a turn about to be settled)
-// and returns it when it is due as a turn and the drain will run it:
-// nothing stops the drain first (ctx, the lease, Max). A failed read only
-// means no peek: the next step reads and reports.
-func (d *drainer) peekTurn(ctx context.Context, cur backend.Admission) *pendingTurn {
+// peekTurn reads the queue head behind the running turn (about to be
+// settled) and returns it when it is due as a turn and the drain will run
+// it: nothing stops the drain first (ctx, the lease, Max). A failed read
+// only means no peek: the next step reads and reports.
+func (d *drainer) peekTurn(ctx context.Context) *pendingTurn {
 	if ctx.Err() != nil || d.lapsing() != nil {
 		return nil
 	}
@@ -40,7 +40,7 @@ func (d *drainer) peekTurn(ctx context.Context, cur backend.Admission) *pendingT
 	heads, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
 		Statuses: []backend.Status{backend.StatusQueued}, Limit: 1,
 	})
-	if err != nil || len(heads) == 0 || heads[0].ID == cur.ID {
+	if err != nil || len(heads) == 0 {
 		return nil
 	}
 	b := heads[0]

@@ -377,7 +377,7 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 		settled backend.Admission
 		err     error
 	)
-	if next := d.peekTurn(ctx, a); next != nil {
+	if next := d.peekTurn(ctx); next != nil {
 		settled, err = d.settleAndClaim(bg, req, next)
 	} else {
 		settled, err = d.settleTurn(bg, req)

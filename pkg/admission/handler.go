@@ -143,8 +143,8 @@ type turnResult struct {
 	reply   string
 	outcome backend.Outcome // completed, failed, or interrupted (killed after the grace)
 	errText string          // for a failed or interrupted turn
-	// leaseErr: killed because the drain lease was lost or could lapse
-	// (outcome interrupted): why.
+	// leaseErr: killed because the drain lease was lost or could lapse:
+	// why. The turn is then not settled (the other fields are unset).
 	leaseErr error
 }
 
@@ -254,7 +254,7 @@ func runHandler(stop, fence context.Context, h *Handler, grace time.Duration, in
 		case errors.Is(cause, errTimeout):
 			return turnResult{outcome: backend.OutcomeFailed, errText: withTail(fmt.Sprintf("timeout after %s", h.Timeout))}, nil
 		case errors.Is(cause, errLeaseLost):
-			return turnResult{outcome: backend.OutcomeInterrupted, errText: withTail("killed: " + oneLine(cause)), leaseErr: context.Cause(fence)}, nil
+			return turnResult{leaseErr: context.Cause(fence)}, nil
 		case errors.Is(cause, errGrace):
 			return turnResult{outcome: backend.OutcomeInterrupted, errText: withTail(fmt.Sprintf("killed %s after the drain was stopped", grace))}, nil
 		}
