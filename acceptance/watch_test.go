@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -138,4 +140,66 @@ func watchKind(t *testing.T, a backend.Admission) string {
 		t.Fatalf("admission %s: identities %q, want one [kind, watch, event]", a.ID, a.Identities)
 	}
 	return id[0]
+}
+
+// TestWatchLongLineAndFIFO is issue 23, acceptance 4, through the real
+// watch plugin and the host: a 9 MiB line without a newline, then matching
+// lines: the later matches are offered in order; `(a+)+$` against a 1 MiB
+// line "aaa…ab" is no match; a watch of a FIFO is refused by the
+// configuration check and never blocks producers run --once.
+func TestWatchLongLineAndFIFO(t *testing.T) {
+	forEachStore(t, func(t *testing.T, c *cli) {
+		c = withPlugins(t, c, "watch")
+		appLog, reLog := filepath.Join(c.dir, "app.log"), filepath.Join(c.dir, "re.log")
+		for _, f := range []string{appLog, reLog} {
+			if err := os.WriteFile(f, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := filepath.Join(c.dir, "config.yaml")
+		writeWatchConfig(t, cfg, fmt.Sprintf(`        - name: app
+          path: %s
+          pattern: ERROR
+          session: s1
+        - name: re
+          path: %s
+          pattern: '(a+)+$'
+          session: s1
+`, appLog, reLog))
+		c.env = append(c.env, "HERMESQ_CONFIG="+cfg)
+		c.ok("session", "open", "s1")
+		c.ok("producers", "run", "--once") // the watches start at the files' ends
+
+		appendTo(t, appLog, "ERROR before\n"+strings.Repeat("ERROR ", 9<<20/6))
+		appendTo(t, reLog, strings.Repeat("a", 1<<20)+"b\n")
+		c.ok("producers", "run", "--once")
+		appendTo(t, appLog, "\nERROR after 1\nfine\nERROR after 2\n")
+		appendTo(t, reLog, "aaa\n")
+		c.ok("producers", "run", "--once")
+		c.ok("drain", "s1")
+		wantNotes(t, c, "s1", []string{
+			"[watch] app: ERROR before", "[watch] app: ERROR after 1", "[watch] app: ERROR after 2", "[watch] re: aaa",
+		})
+
+		fifo := filepath.Join(c.dir, "fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		writeWatchConfig(t, cfg, fmt.Sprintf(`        - name: pipe
+          path: %s
+          pattern: ERROR
+          session: s1
+`, fifo))
+		r := c.run(nil, "producers", "run", "--once") // c.run fails the test if it hangs
+		if r.code == 0 || !strings.Contains(r.stderr, "is a FIFO, not a regular file") {
+			t.Errorf("producers run --once with a FIFO watched: want a failure naming the FIFO: %v", r)
+		}
+	})
+}
+
+func writeWatchConfig(t *testing.T, file, watches string) {
+	t.Helper()
+	if err := os.WriteFile(file, []byte("producers:\n  watch:\n    config:\n      watches:\n"+watches), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

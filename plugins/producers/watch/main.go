@@ -4,7 +4,8 @@
 // the files its configuration names and offers a watch_match event for each
 // line that matches a watch's pattern, and one watch_disabled event when a
 // watch stops (its file is gone, it matched more often than its rate allows,
-// or it is disabled in the configuration).
+// it was replaced by something other than a regular file, or it is disabled in the
+// configuration).
 //
 // Its configuration is hermesq's config key producers.watch.config, which
 // the host hands it as JSON:
@@ -21,6 +22,13 @@
 //	          rate: 20/1m              # more matches in a minute stop the watch
 //	          from_start: false        # a file first seen is read from its end
 //	          disabled: false
+//
+// A path must name a regular file (a FIFO, a device or a folder is refused
+// when the configuration is read, and a path replaced by one later stops its
+// watch: "not a regular file"); it need not exist yet. A line is matched
+// whole: a line longer than 64 KiB is never matched but skipped to its
+// newline, however long it grows, logged and counted ("skipped" in the
+// positions file), so it never holds back the lines after it.
 //
 // Identities are ["watch_match",NAME,"INODE-GEN:OFFSET"] (where the line
 // starts in the file, GEN counting truncations and replacements) and

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -29,14 +30,22 @@ const (
 
 // Reasons a watch stops, in its watch_disabled event.
 const (
-	reasonGone     = "file gone"
-	reasonRate     = "rate exceeded"
-	reasonDisabled = "disabled in config"
+	reasonGone       = "file gone"
+	reasonRate       = "rate exceeded"
+	reasonDisabled   = "disabled in config"
+	reasonNotRegular = "not a regular file"
 )
 
-// maxLine bounds one line of a watched file; a longer line is cut there
-// (its match is still reported, with the text it had up to the bound).
+// maxLine bounds one line of a watched file (without its newline). A longer
+// line is never matched: it is skipped to its newline, however long it grows
+// and however many scans that takes, and counted (the positions file's
+// skipped) and logged, so a line cut short can never make a false match and
+// a line that never ends never holds back the lines after it.
 const maxLine = 64 << 10
+
+// checkpointBytes is how much of a file a scan reads between two saves of
+// the positions (and checks of its context).
+const checkpointBytes = 8 << 20
 
 // Config is the watch producer's configuration: the JSON object the host
 // gives it (hermesq's config key producers.watch).
@@ -89,6 +98,9 @@ func parseConfig(raw []byte) ([]watch, error) {
 		if !filepath.IsAbs(wc.Path) {
 			return nil, fmt.Errorf("%s: path %q is not absolute", where, wc.Path)
 		}
+		if err := checkRegular(wc.Path); err != nil {
+			return nil, fmt.Errorf("%s: %v", where, err)
+		}
 		if wc.Session == "" {
 			return nil, fmt.Errorf("%s: session is empty", where)
 		}
@@ -112,6 +124,42 @@ func parseConfig(raw []byte) ([]watch, error) {
 		out = append(out, w)
 	}
 	return out, nil
+}
+
+// checkRegular refuses a path that names something other than a regular
+// file (a FIFO, a device, a folder, a socket): reading it could block or
+// never end. A path that does not exist yet is fine: the watch waits for
+// nothing and stops as "file gone" at its first scan. Stat never opens the
+// file, so it never blocks on a FIFO.
+func checkRegular(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("path %s: %v", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("path %s is %s, not a regular file: a watch reads a regular file (a log)", path, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+// fileKind names a file mode's type.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
 }
 
 func validName(s string) bool {
@@ -139,6 +187,10 @@ type position struct {
 	Stopped  string `json:"stopped,omitempty"`   // why the watch stopped ("": it runs)
 	Window   int64  `json:"window,omitempty"`    // rate window start, unix ns
 	InWindow int    `json:"in_window,omitempty"` // matches counted in that window
+	// Skipping is set while Offset stands inside a line longer than
+	// maxLine: what comes up to its newline is skipped, not matched.
+	Skipping bool `json:"skipping,omitempty"`
+	Skipped  int  `json:"skipped,omitempty"` // lines skipped as longer than maxLine
 }
 
 // at names the place of a line in the watched file: the file's inode, how
@@ -211,7 +263,10 @@ func (w *Watcher) scanOne(ctx context.Context, wt *watch) error {
 	if wt.Disabled {
 		return w.stop(ctx, wt, p, reasonDisabled, "")
 	}
-	f, err := os.Open(wt.Path)
+	// O_NONBLOCK: a path replaced by a FIFO since the configuration was
+	// checked must not block the scan (an open for reading would wait for
+	// a writer); it is found out by the Stat below and the watch stops.
+	f, err := os.OpenFile(wt.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return w.stop(ctx, wt, p, reasonGone, p.at(p.Offset))
 	}
@@ -222,6 +277,9 @@ func (w *Watcher) scanOne(ctx context.Context, wt *watch) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", wt.Name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return w.stop(ctx, wt, p, reasonNotRegular, p.at(p.Offset))
 	}
 	ino := inode(fi)
 	switch {
@@ -235,7 +293,7 @@ func (w *Watcher) scanOne(ctx context.Context, wt *watch) error {
 	case ino != p.Inode || fi.Size() < p.Offset:
 		// Replaced or truncated: a new file, read from its start; its
 		// lines are new events even where they stand where old ones did.
-		p.Inode, p.Offset = ino, 0
+		p.Inode, p.Offset, p.Skipping = ino, 0, false
 		p.Gen++
 	}
 	if fi.Size() == p.Offset {
@@ -244,21 +302,53 @@ func (w *Watcher) scanOne(ctx context.Context, wt *watch) error {
 	if _, err := f.Seek(p.Offset, io.SeekStart); err != nil {
 		return fmt.Errorf("watch %s: %w", wt.Name, err)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, 8<<20))
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", wt.Name, err)
-	}
-	for len(data) > 0 {
-		nl := bytes.IndexByte(data, '\n')
-		if nl < 0 {
-			break // a line still being written: read it whole next time
+	// Read up to the size seen above (what is appended meanwhile waits
+	// for the next scan), a line at a time, never more than a line of
+	// maxLine and its "\r\n" in memory.
+	r := bufio.NewReaderSize(io.LimitReader(f, fi.Size()-p.Offset), maxLine+2)
+	checkpoint := p.Offset
+	for {
+		if p.Offset-checkpoint >= checkpointBytes {
+			// A long read keeps what it did: the positions are saved, and a
+			// poll whose deadline passed stops here and goes on next time.
+			checkpoint = p.Offset
+			if err := w.save(); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("watch %s: %w", wt.Name, err)
+			}
 		}
-		line, at := data[:nl], p.Offset
-		data = data[nl+1:]
-		p.Offset += int64(nl + 1)
-		line = bytes.TrimSuffix(line, []byte("\r"))
+		chunk, err := r.ReadSlice('\n')
+		at := p.Offset
+		switch {
+		case err == nil && p.Skipping:
+			// The newline ending a skipped line: the next line starts after it.
+			p.Offset += int64(len(chunk))
+			p.Skipping = false
+			continue
+		case errors.Is(err, bufio.ErrBufferFull):
+			// Longer than maxLine with no newline yet: skip it.
+			if !p.Skipping {
+				w.skipped(wt, p, at)
+			}
+			p.Offset += int64(len(chunk))
+			p.Skipping = true
+			continue
+		case errors.Is(err, io.EOF):
+			if p.Skipping {
+				p.Offset += int64(len(chunk)) // still inside the long line
+			}
+			// Else a line still being written: read it whole next time.
+			return nil
+		case err != nil:
+			return fmt.Errorf("watch %s: %w", wt.Name, err)
+		}
+		p.Offset += int64(len(chunk))
+		line := bytes.TrimSuffix(bytes.TrimSuffix(chunk, []byte("\n")), []byte("\r"))
 		if len(line) > maxLine {
-			line = line[:maxLine]
+			w.skipped(wt, p, at)
+			continue
 		}
 		if !wt.re.Match(line) {
 			continue
@@ -279,7 +369,14 @@ func (w *Watcher) scanOne(ctx context.Context, wt *watch) error {
 			return err
 		}
 	}
-	return nil
+}
+
+// skipped counts and logs a line at offset at skipped as longer than
+// maxLine.
+func (w *Watcher) skipped(wt *watch, p *position, at int64) {
+	p.Skipped++
+	producer.Logger().Printf("watch %s: the line at %s is longer than %d bytes: skipped to its newline, not matched (%d lines skipped so far)",
+		wt.Name, p.at(at), maxLine, p.Skipped)
 }
 
 // stop ends a watch with one watch_disabled event.
@@ -290,6 +387,8 @@ func (w *Watcher) stop(ctx context.Context, wt *watch, p *position, reason, at s
 		text += " (" + wt.Path + ")"
 	case reasonRate:
 		text += fmt.Sprintf(" (more than %d matches in %s)", wt.max, wt.window)
+	case reasonNotRegular:
+		text += " (" + wt.Path + ")"
 	}
 	id := reason
 	if at != "" {

@@ -5,9 +5,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -247,4 +249,106 @@ func TestProducerContract(t *testing.T) {
 	if c.Delivered != 3 || c.Pending != 0 {
 		t.Errorf("outbox after the run: %+v, want 3 delivered", c)
 	}
+}
+
+// TestLongLineSkipped: a line longer than maxLine is skipped to its
+// newline however many scans it takes, counted, and never holds back the
+// lines after it; a 9 MiB line without a newline yet, then matching lines.
+func TestLongLineSkipped(t *testing.T) {
+	f := newFixture(t, oneWatch)
+	f.scan()
+	f.append("ERROR before\n" + strings.Repeat("ERROR ", 9<<20/6)) // no newline yet
+	f.scan()
+	f.want("watch_match [watch] app: ERROR before")
+	f.append(strings.Repeat("x", 100) + "\nERROR after 1\nok\nERROR after 2\n")
+	f.scan()
+	f.want("watch_match [watch] app: ERROR before", "watch_match [watch] app: ERROR after 1", "watch_match [watch] app: ERROR after 2")
+	if p := f.w.pos["app"]; p.Skipped != 1 || p.Skipping {
+		t.Errorf("position %+v, want one line skipped and none being skipped", *p)
+	}
+	// A restarted plugin inside a long line goes on skipping it.
+	f.append(strings.Repeat("ERROR ", 20<<10))
+	f.scan()
+	f.restart()
+	f.append(strings.Repeat("ERROR ", 20<<10) + "\nERROR after 3\n")
+	f.scan()
+	f.want("watch_match [watch] app: ERROR before", "watch_match [watch] app: ERROR after 1", "watch_match [watch] app: ERROR after 2",
+		"watch_match [watch] app: ERROR after 3")
+}
+
+// TestWholeLinesMatched: a line is matched whole or not at all: one of
+// exactly maxLine bytes is matched, one longer is skipped, never cut and
+// matched, so `(a+)+$` finds no match in a 1 MiB line "aaa…ab".
+func TestWholeLinesMatched(t *testing.T) {
+	f := newFixture(t, `{"watches":[{"name":"app","path":"LOG","pattern":"(a+)+$","session":"s1"}]}`)
+	f.scan()
+	long := strings.Repeat("a", 1<<20) + "b"
+	atLimit := strings.Repeat("a", maxLine)
+	f.append(long + "\n" + strings.Repeat("a", maxLine-1) + "b\n" + atLimit + "\r\n" + atLimit + "a\n" + "aaa\n")
+	f.scan()
+	got := f.events()
+	if len(got) != 2 || got[0] != "watch_match [watch] app: "+atLimit || got[1] != "watch_match [watch] app: aaa" {
+		short := make([]string, len(got))
+		for i, g := range got {
+			short[i] = fmt.Sprintf("%.60s… (%d bytes)", g, len(g))
+		}
+		t.Errorf("events %q, want the line of exactly %d bytes and \"aaa\"", short, maxLine)
+	}
+	if p := f.w.pos["app"]; p.Skipped != 2 {
+		t.Errorf("%d lines skipped, want 2 (the 1 MiB line and the one a byte over the limit)", p.Skipped)
+	}
+}
+
+// TestNotRegularRefused: a watch of a FIFO, a device or a folder is
+// refused by the configuration check, which never opens it (so never
+// blocks on a FIFO without a writer).
+func TestNotRegularRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{fifo, "is a FIFO, not a regular file"},
+		{dir, "is a folder, not a regular file"},
+		{"/dev/null", "is a character device, not a regular file"},
+	} {
+		conf := fmt.Sprintf(`{"watches":[{"name":"a","path":%q,"pattern":"E","session":"s1"}]}`, c.path)
+		done := make(chan error, 1)
+		go func() { _, err := parseConfig([]byte(conf)); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %v, want an error with %q", c.path, err, c.want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the configuration check still runs after 30 s", c.path)
+		}
+	}
+}
+
+// TestBecameFIFOStops: a watched path replaced by a FIFO after the
+// configuration was checked stops the watch (watch_disabled) and never
+// blocks the scan.
+func TestBecameFIFOStops(t *testing.T) {
+	f := newFixture(t, oneWatch)
+	f.scan()
+	if err := os.Remove(f.log); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(f.log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.w.Scan(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a scan of a FIFO still runs after 30 s")
+	}
+	f.scan()
+	f.want("watch_disabled [watch] app disabled: not a regular file (" + f.log + ")")
 }
