@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
 )
@@ -119,6 +118,9 @@ func runDelegateDone(ctx context.Context, o *delegateDoneOptions) error {
 	if err := checkEvent(ev, result, cfg.PayloadLimit); err != nil {
 		return err
 	}
+	if err := checkRecord(ctx, o.f, delegationProducer, o.Session, o.Target, "the result"); err != nil {
+		return err
+	}
 	return addEvent(ctx, o.f, p, delegationProducer, ev)
 }
 
@@ -142,8 +144,8 @@ func readResultFile(stdin io.Reader, name string) (string, error) {
 }
 
 // checkEvent refuses, before anything is written, an event the store would
-// refuse: empty or non-UTF-8 result, identity too long, text over the
-// payload limit.
+// refuse: empty or non-UTF-8 result, identity too long, a payload over the
+// payload limit (canonical, as the store counts it).
 func checkEvent(ev producer.Event, result string, limit int) error {
 	if strings.TrimSpace(result) == "" {
 		return backend.Errorf(backend.ErrInvalid, "result is empty")
@@ -154,13 +156,7 @@ func checkEvent(ev producer.Event, result string, limit int) error {
 	if err := backend.ValidateToken("identity", ev.Identity); err != nil {
 		return err
 	}
-	if limit == 0 {
-		limit = admission.DefaultMaxPayload
-	}
-	if n := len(ev.Text) + len(`{"text":""}`); n > limit {
-		return backend.Errorf(backend.ErrInvalid, "result is %d bytes, more than the payload limit of %d", n, limit)
-	}
-	return nil
+	return checkPayloadSize(ev.Text, nil, limit)
 }
 
 // addEvent records ev in producer name's outbox and prints the result.

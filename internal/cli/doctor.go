@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -101,7 +102,7 @@ func runDoctor(ctx context.Context, f *Factory) error {
 	if pc, err := f.producerConfig(); err != nil {
 		add("plugins", backend.FindingFail, err.Error(), "fix the producer settings")
 	} else {
-		if plugins := doctorPluginDir(add, pc.PluginDir); plugins > 0 {
+		if plugins := doctorPluginDir(add, pc); plugins > 0 {
 			doctorProducerHost(add, f.Launch != nil)
 		}
 	}
@@ -132,9 +133,11 @@ func doctorStateDir(add func(check, status, detail, repair string), cfg *Config)
 	}
 }
 
-// doctorPluginDir checks a plugin folder and every binary in it, and
-// returns how many plugin binaries it holds.
-func doctorPluginDir(add func(check, status, detail, repair string), dir string) (plugins int) {
+// doctorPluginDir checks a plugin folder and every binary in it (its mode,
+// and its checksum against its pin), and returns how many plugin binaries
+// it holds.
+func doctorPluginDir(add func(check, status, detail, repair string), pc *ProducerConfig) (plugins int) {
+	dir := pc.PluginDir
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
 		add("plugin folder", backend.FindingOK, dir+" does not exist (no plugins)", "")
 		return 0
@@ -156,8 +159,28 @@ func doctorPluginDir(add func(check, status, detail, repair string), dir string)
 		} else {
 			add("plugin binary", backend.FindingOK, bin, "")
 		}
+		name := strings.TrimPrefix(e.Name(), "hermesq-producer-")
+		if s, ok := pc.Plugins[name]; ok && s.SHA256 != nil {
+			doctorPin(add, name, bin, s.SHA256)
+		}
 	}
 	return plugins
+}
+
+// doctorPin checks a plugin binary's checksum against its pin, and shows
+// the binary's own when they differ.
+func doctorPin(add func(check, status, detail, repair string), name, bin string, pin []byte) {
+	sum, err := fileSHA256(bin)
+	switch {
+	case err != nil:
+		add("plugin pin", backend.FindingFail, fmt.Sprintf("%s: %v", bin, err), "")
+	case !bytes.Equal(sum, pin):
+		add("plugin pin", backend.FindingFail,
+			fmt.Sprintf("%s has sha256 %x, not the pinned %x: producers run refuses to start it", bin, sum, pin),
+			fmt.Sprintf("if this binary is the one to trust, set producers.%s.sha256: \"%x\"", name, sum))
+	default:
+		add("plugin pin", backend.FindingOK, fmt.Sprintf("%s matches its pin %x", bin, pin), "")
+	}
 }
 
 // doctorProducerHost checks that `producers run` can find its host,

@@ -185,9 +185,63 @@ func (o *procOptions) event(c completion) (producer.Event, error) {
 	}, nil
 }
 
+// checkBefore checks, before a process is run or waited for, what would
+// refuse its completion (docs/contract.md §6): the session, the target and
+// the grant, on the store when it can be reached (checkRecord), and that a
+// completion of command fits the payload limit with no output at all (the
+// output tail is cut to fit when recorded). The detached supervisor does not
+// check again: its parent did. what names the completion(s) in a warning.
+func (o *procOptions) checkBefore(ctx context.Context, what string, commands ...[]string) error {
+	if o.detached {
+		return nil
+	}
+	cfg, err := o.f.Config()
+	if err != nil {
+		return err
+	}
+	for _, command := range commands {
+		// The largest figures a completion may hold, so that only the
+		// tail can make it grow.
+		code := -255
+		ev, err := o.event(completion{PID: 1 << 22, Command: command, ExitCode: &code,
+			StartedAt: producer.PyFloat(float64(time.Now().UnixMicro())/1e6 + 0.123456), DurationS: 1e9 + 0.123456})
+		if err != nil {
+			return err
+		}
+		if err := checkPayloadSize("", ev.Payload, cfg.PayloadLimit); err != nil {
+			return fmt.Errorf("the command line is too long for a completion: %w", err)
+		}
+	}
+	return checkRecord(ctx, o.f, processProducer, o.Session, o.Target, what)
+}
+
+// fit returns the event of completion c, its output tail cut from the start
+// as much as the payload limit needs (checkBefore made sure the rest fits).
+func (o *procOptions) fit(c completion) (producer.Event, error) {
+	cfg, err := o.f.Config()
+	if err != nil {
+		return producer.Event{}, err
+	}
+	for {
+		ev, err := o.event(c)
+		if err != nil {
+			return producer.Event{}, err
+		}
+		err = checkPayloadSize("", ev.Payload, cfg.PayloadLimit)
+		if err == nil || c.OutputTail == "" {
+			return ev, err
+		}
+		tail := c.OutputTail[len(c.OutputTail)/2:]
+		for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+			tail = tail[1:]
+		}
+		c.OutputTail = tail
+	}
+}
+
 // record adds a completion to the process outbox and prints it.
 func (o *procOptions) record(ctx context.Context, p *printer, c completion) error {
-	ev, err := o.event(c)
+	ev, err := o.fit(c)
 	if err != nil {
 		return err
 	}
@@ -224,7 +278,10 @@ func runProcRun(ctx context.Context, o *procOptions) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	if _, err := o.f.producerConfig(); err != nil {
+	if _, err := o.f.producerPaths(); err != nil {
+		return err
+	}
+	if err := o.checkBefore(ctx, "its completion", o.Args); err != nil {
 		return err
 	}
 	if o.Detach {
@@ -301,7 +358,7 @@ func runProcWatch(ctx context.Context, o *procOptions) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	if _, err := o.f.producerConfig(); err != nil {
+	if _, err := o.f.producerPaths(); err != nil {
 		return err
 	}
 	procs := make([]watchedProc, len(o.Args))
@@ -313,6 +370,13 @@ func runProcWatch(ctx context.Context, o *procOptions) error {
 		if procs[i], err = inspectProc(pid); err != nil {
 			return err
 		}
+	}
+	commands := make([][]string, len(procs))
+	for i, w := range procs {
+		commands[i] = w.command
+	}
+	if err := o.checkBefore(ctx, "each completion", commands...); err != nil {
+		return err
 	}
 	if o.Detach {
 		return detachSupervisor(o.f, p, "proc watch")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
@@ -64,8 +65,29 @@ type pluginSetting struct {
 }
 
 // producerConfig resolves the producer settings (after Config, which reads
-// the config file).
+// the config file), the plugins' own (producers.NAME) included: for the
+// producers commands and doctor, which start or check the plugins.
 func (f *Factory) producerConfig() (*ProducerConfig, error) {
+	pc, err := f.producerPaths()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	if err := readPluginSettings(f.v, cfg.File, pc); err != nil {
+		return nil, err
+	}
+	return pc, nil
+}
+
+// producerPaths resolves the producer settings that commands recording
+// events need (the folders, the lease), without the plugins' own settings:
+// a mistake in producers.NAME concerns the plugins and fails only the
+// commands that start or check them (producers …, doctor), never
+// delegate done or proc run, whose events wait in their outbox meanwhile.
+func (f *Factory) producerPaths() (*ProducerConfig, error) {
 	if _, err := f.Config(); err != nil {
 		return nil, err
 	}
@@ -93,6 +115,12 @@ func (f *Factory) producerConfig() (*ProducerConfig, error) {
 	if pc.Poll == 0 {
 		pc.Poll = defaultProducerPoll
 	}
+	return pc, nil
+}
+
+// readPluginSettings reads producers.NAME into pc.Plugins; file is the
+// config file read ("" for none), whose text a pin is taken from.
+func readPluginSettings(v *viper.Viper, file string, pc *ProducerConfig) error {
 	raw := v.GetStringMap(keyProducers)
 	names := make([]string, 0, len(raw))
 	for name := range raw {
@@ -101,11 +129,11 @@ func (f *Factory) producerConfig() (*ProducerConfig, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		if !producerName.MatchString(name) {
-			return nil, backend.Errorf(backend.ErrInvalid, "producers.%s: not a producer name (lower-case letters, digits, - and _)", name)
+			return backend.Errorf(backend.ErrInvalid, "producers.%s: not a producer name (lower-case letters, digits, - and _)", name)
 		}
 		sub, ok := raw[name].(map[string]any)
 		if !ok {
-			return nil, backend.Errorf(backend.ErrInvalid, "producers.%s: want a map with enabled, sha256 and config", name)
+			return backend.Errorf(backend.ErrInvalid, "producers.%s: want a map with enabled, sha256 and config", name)
 		}
 		var s pluginSetting
 		for k, val := range sub {
@@ -113,32 +141,88 @@ func (f *Factory) producerConfig() (*ProducerConfig, error) {
 			case "enabled":
 				b, ok := val.(bool)
 				if !ok {
-					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.enabled: want true or false", name)
+					return backend.Errorf(backend.ErrInvalid, "producers.%s.enabled: want true or false", name)
 				}
 				s.Disabled = !b
 			case "sha256":
-				str, _ := val.(string)
-				sum, err := hex.DecodeString(strings.TrimSpace(str))
-				if err != nil || len(sum) != 32 {
-					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.sha256: want 64 hex digits (sha256sum of the binary)", name)
+				sum, err := pinOf(val, file, name, k)
+				if err != nil {
+					return err
 				}
 				s.SHA256 = sum
 			case "config":
 				if _, ok := val.(map[string]any); !ok {
-					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.config: want a map (the plugin's own settings)", name)
+					return backend.Errorf(backend.ErrInvalid, "producers.%s.config: want a map (the plugin's own settings)", name)
 				}
 				b, err := json.Marshal(val)
 				if err != nil {
-					return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.config: %v", name, err)
+					return backend.Errorf(backend.ErrInvalid, "producers.%s.config: %v", name, err)
 				}
 				s.Config = b
 			default:
-				return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.%s: unknown setting (want enabled, sha256 or config)", name, k)
+				return backend.Errorf(backend.ErrInvalid, "producers.%s.%s: unknown setting (want enabled, sha256 or config)", name, k)
 			}
 		}
 		pc.Plugins[name] = s
 	}
-	return pc, nil
+	return nil
+}
+
+// pinOf reads a producers.NAME.sha256 pin. YAML reads an unquoted pin made
+// only of digits (0000…0000, 1234…) as a number, which loses its digits:
+// such a pin is taken from the config file's own text instead, so it works
+// quoted or not.
+func pinOf(val any, file, name, key string) ([]byte, error) {
+	str, ok := val.(string)
+	if !ok {
+		str, ok = rawYAMLScalar(file, keyProducers, name, key)
+	}
+	str = strings.TrimSpace(str)
+	sum, err := hex.DecodeString(str)
+	if !ok || err != nil || len(sum) != 32 {
+		got := fmt.Sprintf("%q", str)
+		if !ok {
+			got = fmt.Sprintf("%v", val)
+		}
+		return nil, backend.Errorf(backend.ErrInvalid, "producers.%s.sha256 %s: want 64 hex digits, the binary's sha256sum (quote it: sha256: \"…\")", name, got)
+	}
+	return sum, nil
+}
+
+// rawYAMLScalar returns the text of the scalar at path (keys compared
+// without case, as viper does) in YAML file, as written.
+func rawYAMLScalar(file string, path ...string) (string, bool) {
+	if file == "" {
+		return "", false
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", false
+	}
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) != 1 {
+		return "", false
+	}
+	n := doc.Content[0]
+	for _, k := range path {
+		if n.Kind != yaml.MappingNode {
+			return "", false
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if strings.EqualFold(n.Content[i].Value, k) {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return "", false
+		}
+		n = next
+	}
+	if n.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	return n.Value, true
 }
 
 // dirSetting is an absolute folder from key, or $XDG/hermesq/sub with XDG
@@ -170,7 +254,7 @@ func (pc *ProducerConfig) pluginStateDir(name string) string {
 // (delegate done, proc run) and producers ls/outbox do. A locked outbox is
 // ErrUnavailable (exit 75).
 func (f *Factory) outbox(name string) (*producer.Outbox, error) {
-	pc, err := f.producerConfig()
+	pc, err := f.producerPaths()
 	if err != nil {
 		return nil, err
 	}
