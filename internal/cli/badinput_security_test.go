@@ -15,6 +15,7 @@ import (
 func TestBadInputAcrossCommands(t *testing.T) {
 	e := newEnv(t)
 	e.ok("session", "open", "s1")
+	e.ok("session", "open", "s2")
 	queued := decode[admitOut](t, e.ok("-o", "json", "admit", "s1", "--text", "queued")).Admission.ID
 	done := decode[admitOut](t, e.ok("-o", "json", "admit", "s1", "--text", "to cancel")).Admission.ID
 	e.ok("cancel", done)
@@ -103,6 +104,19 @@ func TestBadInputAcrossCommands(t *testing.T) {
 		{"delegate done without an id", nil, "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--result", "r"}, ExitUsage, "id"},
 		{"delegate done with a bad session", nil, "", []string{"delegate", "done", "--session", "bad id", "--target", "s1", "--id", "d", "--result", "r"}, ExitUsage, "session"},
 		{"delegate done with two results", nil, "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d", "--result", "r", "--result-file", "f"}, ExitUsage, "result"},
+		// Record-time checks: refused at once, nothing recorded.
+		{"delegate done to an unknown session", nil, "", []string{"delegate", "done", "--session", "nosuch", "--target", "nosuch", "--id", "d", "--result", "r"}, ExitNotFound, "session nosuch does not exist"},
+		{"delegate done to an unknown target", nil, "", []string{"delegate", "done", "--session", "s1", "--target", "nosuch", "--id", "d", "--result", "r"}, ExitNotFound, "no such transcript"},
+		{"delegate done to a target outside the lineage", nil, "", []string{"delegate", "done", "--session", "s1", "--target", "s2", "--id", "d", "--result", "r"}, ExitUsage, "not in session s1's lineage"},
+		{"delegate done by a stranger", override, "", as("mallory", "delegate", "done", "--session", "s1", "--target", "s1", "--id", "d", "--result", "r"), ExitForbidden, `producer "delegation"`},
+		{"delegate done by a reader", override, "", as("rita", "delegate", "done", "--session", "s1", "--target", "s1", "--id", "d", "--result", "r"), ExitForbidden, `producer "delegation"`},
+		{"delegate done over the payload limit", nil, "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d", "--result", strings.Repeat("r", 2<<20)}, ExitUsage, "more than the limit of 1048576"},
+		{"delegate done over a configured payload limit", map[string]string{"HERMESQ_PAYLOAD_LIMIT": "100"}, "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d", "--result", strings.Repeat(`"`, 40)}, ExitUsage, "more than the limit of 100"},
+		{"proc run to an unknown session", nil, "", []string{"proc", "run", "--session", "nosuch", "--", "true"}, ExitNotFound, "session nosuch does not exist"},
+		{"proc run to a target outside the lineage", nil, "", []string{"proc", "run", "--session", "s1", "--target", "s2", "--", "true"}, ExitUsage, "not in session s1's lineage"},
+		{"proc run by a stranger", override, "", as("mallory", "proc", "run", "--session", "s1", "--", "true"), ExitForbidden, `producer "process"`},
+		{"proc run of a command line over the payload limit", map[string]string{"HERMESQ_PAYLOAD_LIMIT": "200"}, "", []string{"proc", "run", "--session", "s1", "--", "true", strings.Repeat("a", 200)}, ExitUsage, "more than the limit of 200"},
+		{"proc watch to an unknown session", nil, "", []string{"proc", "watch", "--session", "nosuch", fmt.Sprint(os.Getpid())}, ExitNotFound, "session nosuch does not exist"},
 		{"producers run with a relative plugin folder", nil, "", []string{"producers", "run", "--once", "--plugin-dir", "rel/plugins"}, ExitUsage, "plugin"},
 	}
 	if len(cases) < 40 {

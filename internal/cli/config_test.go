@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,5 +151,84 @@ func TestProducerPluginConfig(t *testing.T) {
 		if !strings.Contains(r.err, "producers.watch.config: want a map") {
 			t.Errorf("%q: stderr %q, want it to name producers.watch.config", bad, r.err)
 		}
+	}
+}
+
+// TestProducerPinAndConfigErrors is issue 23: a pin YAML reads as a number
+// (an unquoted 0000…0000) is read from the file's own text; a pin that is
+// not 64 hex digits says so and how to write it; and a mistake in
+// producers.NAME fails only the commands that start or check the plugins
+// (producers …, doctor), never those that record events or admit.
+func TestProducerPinAndConfigErrors(t *testing.T) {
+	e := newEnv(t)
+	e.ok("session", "open", "s1")
+	conf := filepath.Join(e.dir, "config", "hermesq", "config.yaml")
+	ios, _, _, _ := Test()
+	for _, c := range []struct{ yaml, want string }{
+		{"producers:\n  watch:\n    sha256: " + strings.Repeat("0", 64) + "\n", strings.Repeat("0", 64)},
+		{"producers:\n  watch:\n    SHA256: " + strings.Repeat("1", 64) + "\n", strings.Repeat("1", 64)},
+		{"producers:\n  watch:\n    sha256: \"" + strings.Repeat("0", 64) + "\"\n", strings.Repeat("0", 64)},
+		{"producers:\n  watch:\n    sha256: " + strings.Repeat("ab", 32) + "\n", strings.Repeat("ab", 32)},
+	} {
+		writeFile(t, conf, c.yaml)
+		pc, err := NewFactory(ios).producerConfig()
+		if err != nil {
+			t.Errorf("%q: %v", c.yaml, err)
+			continue
+		}
+		if got := fmt.Sprintf("%x", pc.Plugins["watch"].SHA256); got != c.want {
+			t.Errorf("%q: pin %s, want %s", c.yaml, got, c.want)
+		}
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"producers:\n  watch:\n    sha256: 12345\n", `producers.watch.sha256 "12345": want 64 hex digits, the binary's sha256sum (quote it`},
+		{"producers:\n  watch:\n    sha256: [1]\n", `producers.watch.sha256 [1]: want 64 hex digits`},
+		{"producers:\n  watch:\n    sha256: " + strings.Repeat("g", 64) + "\n", `want 64 hex digits`},
+		{"producers:\n  watch:\n    enabled: maybe\n", "producers.watch.enabled: want true or false"},
+		{"producers:\n  watch:\n    confg: {}\n", "producers.watch.confg: unknown setting"},
+	} {
+		writeFile(t, conf, c.yaml)
+		for _, args := range [][]string{{"producers", "ls"}, {"producers", "run", "--once"}, {"producers", "outbox", "watch"}} {
+			r := e.run(args...)
+			r.wantExit(t, ExitUsage)
+			if !strings.Contains(r.err, c.want) {
+				t.Errorf("%q: %s: stderr %q, want %q", c.yaml, args, r.err, c.want)
+			}
+		}
+		r := e.run("doctor")
+		if r.code == 0 || !strings.Contains(r.out, c.want) {
+			t.Errorf("%q: doctor: exit %d, stdout %q, want a failure naming %q", c.yaml, r.code, r.out, c.want)
+		}
+		// Commands that need no plugin setting are not stopped by it.
+		e.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "d-"+fmt.Sprint(len(c.yaml)), "--result", "r")
+		e.ok("proc", "run", "--session", "s1", "--", "true")
+		e.ok("admit", "s1", "--text", "x")
+	}
+}
+
+// TestDoctorShowsPinMismatch: doctor checks a pinned plugin's checksum and
+// shows the binary's own when it differs, and how to pin it.
+func TestDoctorShowsPinMismatch(t *testing.T) {
+	e := newEnv(t)
+	e.ok("session", "open", "s1")
+	dir := filepath.Join(e.dir, "plugins")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hermesq-producer-watch")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("#!/bin/sh\n"))
+	conf := filepath.Join(e.dir, "config", "hermesq", "config.yaml")
+	writeFile(t, conf, fmt.Sprintf("plugin_dir: %s\nproducers:\n  watch:\n    sha256: %s\n", dir, strings.Repeat("0", 64)))
+	r := e.run("doctor")
+	want := fmt.Sprintf("%s has sha256 %x, not the pinned %s", bin, sum, strings.Repeat("0", 64))
+	if r.code == 0 || !strings.Contains(r.out, want) || !strings.Contains(r.out, fmt.Sprintf(`producers.watch.sha256: "%x"`, sum)) {
+		t.Errorf("doctor with a wrong pin: exit %d\n%s\nwant a failure with %q", r.code, r.out, want)
+	}
+	writeFile(t, conf, fmt.Sprintf("plugin_dir: %s\nproducers:\n  watch:\n    sha256: %x\n", dir, sum))
+	if r := e.run("doctor"); !strings.Contains(r.out, "matches its pin") {
+		t.Errorf("doctor with the right pin:\n%s", r.out)
 	}
 }
