@@ -26,6 +26,18 @@
 // again and resolve to the admissions already made (a duplicate is a
 // success), so no event is lost and none runs twice.
 //
+// A producer that finds its events itself may add them in Poll: Outbox.Add
+// inside Poll is allowed, before the Outbox's own Poll (the watch producer
+// reads its files, adds an event per matching line, then returns what its
+// outbox offers). Other processes may add to the same outbox meanwhile, as
+// hermesq's delegate done and proc run do: each waits its turn for the
+// outbox's lock. What the host does when Poll returns an error, and the
+// deadlines it sets on Poll and Settle, are in Producer's documentation.
+//
+// Package producertest checks a Producer over gRPC as the host drives it,
+// and a plugin's binary started as the host starts it, with its
+// configuration in HERMESQ_PRODUCER_CONFIG (producertest.RunBinary).
+//
 // Plugins log to stderr (Logger); stdout carries go-plugin's handshake.
 // The host prefixes each line with the plugin's name.
 package producer

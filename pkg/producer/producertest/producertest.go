@@ -1,11 +1,20 @@
 // Package producertest checks a producer plugin's Producer the way hermesq
-// drives it: over go-plugin's gRPC transport, in process.
+// drives it: over go-plugin's gRPC transport, in process (Run, Conn), or as
+// the plugin's own binary started the way the host starts it, with its
+// configuration in HERMESQ_PRODUCER_CONFIG (RunBinary, StartBinary):
 //
 //	func TestProducer(t *testing.T) {
-//		ob, _ := producer.OpenOutbox(t.TempDir(), producer.OutboxOptions{})
-//		ob.Add(ctx, producer.Event{Session: "s1", Identity: `["x","1",""]`, Text: "done"})
+//		ob, err := producer.OpenOutbox(t.TempDir(), producer.OutboxOptions{})
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		if _, err := ob.Add(context.Background(), producer.Event{Session: "s1", Identity: `["x","1",""]`, Text: "done"}); err != nil {
+//			t.Fatal(err)
+//		}
 //		producertest.Run(t, ob)
 //	}
+//
+// (This is the package's Example, compiled with its tests.)
 package producertest
 
 import (
@@ -53,8 +62,13 @@ func Conn(t testing.TB, impl producer.Producer) producer.Producer {
 //   - settling a claim twice, or a claim never issued, fails.
 func Run(t *testing.T, impl producer.Producer) {
 	t.Helper()
+	check(t, Conn(t, impl))
+}
+
+// check is Run's checks on p, a producer reached over gRPC.
+func check(t *testing.T, p producer.Producer) {
+	t.Helper()
 	ctx := context.Background()
-	p := Conn(t, impl)
 
 	first, err := p.Poll(ctx, 1)
 	if err != nil {
