@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -181,6 +182,10 @@ func TestWatchLongLineAndFIFO(t *testing.T) {
 			"[watch] app: ERROR before", "[watch] app: ERROR after 1", "[watch] app: ERROR after 2", "[watch] re: aaa",
 		})
 
+		if r := c.run(nil, "doctor"); !strings.Contains(r.stdout, "watch: accepted by the plugin") {
+			t.Errorf("doctor with a good watch configuration: %v", r)
+		}
+
 		fifo := filepath.Join(c.dir, "fifo")
 		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatal(err)
@@ -193,6 +198,10 @@ func TestWatchLongLineAndFIFO(t *testing.T) {
 		r := c.run(nil, "producers", "run", "--once") // c.run fails the test if it hangs
 		if r.code == 0 || !strings.Contains(r.stderr, "is a FIFO, not a regular file") {
 			t.Errorf("producers run --once with a FIFO watched: want a failure naming the FIFO: %v", r)
+		}
+		r = c.run(nil, "doctor")
+		if r.code == 0 || !regexp.MustCompile(`fail +plugin config +watch: config: watch pipe: path \S+ is a FIFO, not a regular file`).MatchString(r.stdout) {
+			t.Errorf("doctor with a FIFO watched: want the plugin's configuration check failed, naming the FIFO: %v", r)
 		}
 	})
 }

@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/hermesq/hermesq/internal/pluginperm"
 	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/producer"
 	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
 )
 
@@ -156,21 +159,25 @@ func doctorPluginDir(add func(check, status, detail, repair string), pc *Produce
 		bin := filepath.Join(dir, e.Name())
 		if err := pluginperm.CheckBinary(bin); err != nil {
 			add("plugin binary", backend.FindingFail, err.Error(), "chmod 700 "+bin)
-		} else {
-			add("plugin binary", backend.FindingOK, bin, "")
+			continue // never run
 		}
+		add("plugin binary", backend.FindingOK, bin, "")
 		name := strings.TrimPrefix(e.Name(), "hermesq-producer-")
-		if s, ok := pc.Plugins[name]; ok && s.SHA256 != nil {
-			doctorPin(add, name, bin, s.SHA256)
+		s := pc.Plugins[name]
+		if s.SHA256 != nil && !doctorPin(add, name, bin, s.SHA256) {
+			continue // never run
+		}
+		if !s.Disabled && producerName.MatchString(name) {
+			doctorPluginConfig(add, pc, name, bin, s.Config)
 		}
 	}
 	return plugins
 }
 
 // doctorPin checks a plugin binary's checksum against its pin, and shows
-// the binary's own when they differ.
-func doctorPin(add func(check, status, detail, repair string), name, bin string, pin []byte) {
-	sum, err := fileSHA256(bin)
+// the binary's own when they differ. It reports whether they match.
+func doctorPin(add func(check, status, detail, repair string), name, bin string, pin []byte) bool {
+	sum, err := fileSum(bin)
 	switch {
 	case err != nil:
 		add("plugin pin", backend.FindingFail, fmt.Sprintf("%s: %v", bin, err), "")
@@ -180,6 +187,74 @@ func doctorPin(add func(check, status, detail, repair string), name, bin string,
 			fmt.Sprintf("if this binary is the one to trust, set producers.%s.sha256: \"%x\"", name, sum))
 	default:
 		add("plugin pin", backend.FindingOK, fmt.Sprintf("%s matches its pin %x", bin, pin), "")
+		return true
+	}
+	return false
+}
+
+// fileSum is the SHA-256 of a file.
+func fileSum(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
+
+// pluginCheckTimeout bounds a plugin's configuration check.
+const pluginCheckTimeout = 10 * time.Second
+
+// doctorPluginConfig has plugin name check its own configuration: the
+// binary runs as producers run would start it (no shell, none of hermesq's
+// environment but PATH, HOME, LANG, LC_ALL, TZ and TMPDIR, its settings in
+// HERMESQ_PRODUCER_CONFIG) with HERMESQ_PRODUCER_CHECK=1 and a scratch
+// state folder, and exits with its verdict (producer.Check) without
+// serving. A configuration it refuses (a watch of a FIFO, say) fails with
+// the plugin's reason; a plugin built without the check is a warning.
+func doctorPluginConfig(add func(check, status, detail, repair string), pc *ProducerConfig, name, bin string, config []byte) {
+	scratch, err := os.MkdirTemp("", "hermesq-doctor-")
+	if err != nil {
+		add("plugin config", backend.FindingWarn, fmt.Sprintf("%s: not checked: %v", name, err), "")
+		return
+	}
+	defer os.RemoveAll(scratch)
+	ctx, cancel := context.WithTimeout(context.Background(), pluginCheckTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	for _, k := range []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	cmd.Env = append(cmd.Env, producer.EnvName+"="+name, producer.EnvStateDir+"="+scratch, producer.EnvCheck+"=1")
+	if config != nil {
+		cmd.Env = append(cmd.Env, producer.EnvConfig+"="+string(config))
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
+	err = cmd.Run()
+	last := strings.TrimSpace(out.String())
+	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+		last = last[i+1:]
+	}
+	switch {
+	case err == nil:
+		add("plugin config", backend.FindingOK, name+": accepted by the plugin", "")
+	case ctx.Err() != nil:
+		add("plugin config", backend.FindingWarn, fmt.Sprintf("%s: the plugin did not answer the configuration check within %s", name, pluginCheckTimeout), "")
+	case strings.Contains(out.String(), "This binary is a plugin"):
+		add("plugin config", backend.FindingWarn, name+": the plugin cannot check its configuration (built without producer.Check)", "")
+	default:
+		if !strings.HasPrefix(last, name+":") {
+			last = name + ": " + last
+		}
+		add("plugin config", backend.FindingFail, oneLine(last), "fix producers."+name+".config")
 	}
 }
 

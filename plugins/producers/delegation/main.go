@@ -15,6 +15,7 @@ import (
 )
 
 func main() {
+	producer.Check(nil) // no settings of its own: nothing to refuse
 	ob, err := producer.OpenOutbox(producer.StateDir(), producer.OutboxOptions{Coalesce: true})
 	if err != nil {
 		producer.Logger().Fatalf("delegation: %v", err)

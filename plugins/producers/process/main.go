@@ -14,6 +14,7 @@ import (
 )
 
 func main() {
+	producer.Check(nil) // no settings of its own: nothing to refuse
 	ob, err := producer.OpenOutbox(producer.StateDir(), producer.OutboxOptions{})
 	if err != nil {
 		producer.Logger().Fatalf("process: %v", err)

@@ -67,6 +67,7 @@ func main() {
 		raw = "{}"
 	}
 	watches, err := parseConfig([]byte(raw))
+	producer.Check(err) // hermesq doctor: the verdict, and exit
 	if err != nil {
 		log.Fatal(err)
 	}
