@@ -44,10 +44,19 @@ func newDelegateDoneCmd(f *Factory) *cobra.Command {
 		Use:   "done --session S --target T --id D (--result TEXT | --result-file F)",
 		Short: "Record a delegated sub-task's result in the delegation producer's outbox",
 		Long: `Done records the result of delegated sub-task D, started from transcript T
-of session S, in the delegation producer's outbox. It does not touch the
-store: 'hermesq producers run' offers the outbox's ready results, those of one
-session and target as one group with a part each, and each result becomes
-an admission (a note, or a turn when someone is attached) exactly once.
+of session S, in the delegation producer's outbox: 'hermesq producers run'
+offers the outbox's ready results, those of one session and target as one
+group with a part each, and each result becomes an admission (a note, or a
+turn when someone is attached) exactly once.
+
+Before recording, done asks the store what would refuse the result later
+and refuses a mistake at once, nothing recorded: a session that does not
+exist (exit 3); a target that does not exist (exit 3) or that is neither
+S's current transcript nor one compressed into it (exit 2: it would be
+misrouted); a caller who may not admit the delegation producer's input to S
+(exit 7); a result whose payload, canonical, is over payload_limit (exit 2).
+With the store unreachable it records anyway (the outbox keeps the result
+until producers run can deliver it) and says so in one warning line.
 
 The event's identity is ["async_delegation","D",""] and its text
 "[delegation D] RESULT". Recording the same D for the same session again

@@ -86,7 +86,17 @@ completion). With --detach run prints the completion's identity and
 returns at once; a supervisor in a new session (it outlives the calling
 shell and its terminal) waits for the command and records the completion.
 A command that cannot be started is refused (exit 2) and nothing is
-recorded.`,
+recorded.
+
+Before it starts the command, run asks the store what would refuse the
+completion later and refuses a mistake at once, nothing run or recorded: a
+session that does not exist (exit 3); a --target that does not exist
+(exit 3) or that is neither S's current transcript nor one compressed into
+it (exit 2: it would be misrouted); a caller who may not admit the process
+producer's input to S (exit 7); a command line too long for a completion
+within payload_limit (exit 2; the output tail is cut to fit). With the store
+unreachable it runs and records anyway (the outbox keeps the completion
+until producers run can deliver it) and says so in one warning line.`,
 		Example: `  hermesq proc run --session s1 -- make test
   hermesq proc run --session s1 --detach -- ./long-job.sh --all`,
 		Args: cobra.MinimumNArgs(1),
@@ -116,7 +126,12 @@ A process that is not watch's child has no exit status it could read: its
 completion says "(exit unknown)" and its exit_code is null. Every PID must
 exist when watch starts (else exit 3, nothing recorded). Watch prints each
 completion as it is recorded and returns when every process has ended;
-with --detach it returns at once and a supervisor in a new session waits.`,
+with --detach it returns at once and a supervisor in a new session waits.
+
+Before it waits, watch checks the session, the target and the caller's
+grant on the store as proc run does (exit 3, 2 or 7, nothing recorded);
+with the store unreachable it waits and records anyway, with one warning
+line.`,
 		Example: `  hermesq proc watch --session s1 4242
   hermesq proc watch --session s1 --detach $(pgrep -f nightly-build)`,
 		Args: cobra.MinimumNArgs(1),
