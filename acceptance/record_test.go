@@ -131,3 +131,34 @@ func TestRecordStoreUnavailable(t *testing.T) {
 		check(t, newCLI(t, srv.FreshURL()), srv.Kill, srv.Restart)
 	})
 }
+
+// TestRecordChecksACLUsers: on a Redis with ACL users the caller is the
+// authenticated user: dave, with no grant on alice's session, is refused
+// delegate done and proc run at once (exit 7, nothing recorded); granted
+// the delegation producer only, his result is recorded and delivered, and
+// proc run is still refused.
+func TestRecordChecksACLUsers(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.WithACL("hq-ops", "ops-pw-1"))
+	alice := newCLI(t, aclUser(t, srv, "alice", "alice-pw-1"))
+	dave := withPlugins(t, newCLI(t, aclUser(t, srv, "dave", "dave-pw-1")), "delegation")
+	alice.ok("session", "open", "s1")
+	done := []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "D", "--result", "RESULT_dave"}
+	for _, args := range [][]string{done, {"proc", "run", "--session", "s1", "--", "true"}} {
+		r := dave.exit(7, args...)
+		if !strings.Contains(r.stderr, `on session s1: principal "dave" may not`) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("want one line refusing dave: %v", r)
+		}
+	}
+	if r := dave.run(nil, "producers", "outbox", "delegation"); r.code != 3 {
+		t.Errorf("a refused result was recorded: %v", r)
+	}
+	alice.ok("session", "grant", "s1", "dave", "--role", "writer", "--producer", "delegation")
+	dave.ok(done...)
+	dave.exit(7, "proc", "run", "--session", "s1", "--", "true")
+	dave.ok("producers", "run", "--once")
+	alice.ok("drain", "s1")
+	if n := notesWith(alice.messages("s1"), "RESULT_dave"); n != 1 {
+		t.Errorf("%d notes with dave's result, want 1", n)
+	}
+}
