@@ -97,7 +97,7 @@ func TestRecordStoreUnavailable(t *testing.T) {
 		} {
 			r := c.run(nil, args...)
 			if r.code != 0 || strings.Count(r.stderr, "\n") != 1 ||
-				!strings.Contains(r.stderr, "hermesq: warning: the store is unavailable") || !strings.Contains(r.stderr, "producers run delivers it once the store is back") {
+				!strings.Contains(r.stderr, "hermesq: warning: the store cannot be reached") || !strings.Contains(r.stderr, "producers run delivers it once the store is back") {
 				t.Errorf("with the store unreachable: want exit 0 and one warning line: %v", r)
 			}
 		}
@@ -129,6 +129,23 @@ func TestRecordStoreUnavailable(t *testing.T) {
 		redistest.Require(t)
 		srv := redistest.Start(t, redistest.WithAOF())
 		check(t, newCLI(t, srv.FreshURL()), srv.Kill, srv.Restart)
+	})
+	// No store where the configuration points yet (a bbolt file not
+	// created): nothing to check against; the result waits in the outbox
+	// until the session is opened.
+	t.Run("bbolt-not-created", func(t *testing.T) {
+		c := withPlugins(t, newCLI(t, "bbolt://"+filepath.Join(t.TempDir(), "hermesq.db")), "delegation")
+		r := c.run(nil, "delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result", "RESULT_early")
+		if r.code != 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "hermesq: warning: the store cannot be reached") ||
+			!strings.Contains(r.stderr, "does not exist") {
+			t.Errorf("with no store yet: want exit 0 and one warning line: %v", r)
+		}
+		c.ok("session", "open", "s1")
+		c.ok("producers", "run", "--once")
+		c.ok("drain", "s1")
+		if n := notesWith(c.messages("s1"), "RESULT_early"); n != 1 {
+			t.Errorf("%d notes with the result recorded before the store existed, want 1", n)
+		}
 	})
 }
 

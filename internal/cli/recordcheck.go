@@ -23,9 +23,9 @@ import (
 // comes.
 //
 // A store that cannot be reached now (ErrUnavailable: a bbolt file locked
-// past --timeout, a Redis server down) does not stop the recording: the
-// outbox is the durable buffer, and producers run delivers the event once
-// the store is back. checkRecord then says so on stderr, one line, and
+// past --timeout, a Redis server down; or no store where the configuration
+// points) does not stop the recording: the outbox is the durable buffer,
+// and producers run delivers the event once the store is back. checkRecord then says so on stderr, one line, and
 // returns nil. what names the event in that line.
 func checkRecord(ctx context.Context, f *Factory, producerName, session, target, what string) error {
 	cfg, err := f.Config()
@@ -33,11 +33,18 @@ func checkRecord(ctx context.Context, f *Factory, producerName, session, target,
 		return err
 	}
 	st, err := f.Store()
-	if err == nil {
+	switch {
+	case err == nil:
 		err = checkRecordOn(ctx, st, cfg.Principal, producerName, session, target)
+	case errors.Is(err, backend.ErrNotFound):
+		// No store where the configuration points (a bbolt file not
+		// created yet, or a handler given no store setting): nothing to
+		// check against, and producers run, with its own configuration,
+		// may well deliver the event.
+		err = fmt.Errorf("%w: %w", err, backend.ErrUnavailable)
 	}
 	if errors.Is(err, backend.ErrUnavailable) {
-		fmt.Fprintf(f.IO.ErrOut, "hermesq: warning: the store is unavailable, so session %s, its target and the grants are not checked: %s is kept in the %s outbox and producers run delivers it once the store is back (%s)\n",
+		fmt.Fprintf(f.IO.ErrOut, "hermesq: warning: the store cannot be reached, so session %s, its target and the grants are not checked: %s is kept in the %s outbox and producers run delivers it once the store is back (%s)\n",
 			esc(session), what, producerName, esc(oneLine(err.Error())))
 		return nil
 	}
