@@ -95,11 +95,34 @@ func findAdmission(as []backend.Admission, identity string) (backend.Admission, 
 	return backend.Admission{}, false
 }
 
-// runLostAck runs producers run --once with the test hook that SIGKILLs the
-// host right after the admit, before the settle.
+// runLostAck runs producers run --once with the delegation plugin replaced
+// by the misbehaving test plugin in mode killhost: it serves the same
+// outbox, and SIGKILLs the host at the first settle that completes a
+// claim, before recording it: the admission is durable, its
+// acknowledgement lost.
 func runLostAck(t *testing.T, c *cli) {
 	t.Helper()
-	cmd := c.command([]string{"HERMESQ_TEST_KILL_AFTER_ADMIT=1"}, "producers", "run", "--once")
+	bin, err := buildAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(c.dir, "plugins", "hermesq-producer-delegation")
+	swap := func(to string) {
+		t.Helper()
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(bin, to), link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap("badproducer")
+	defer swap("hermesq-producer-delegation")
+	cfg := filepath.Join(t.TempDir(), "killhost.yaml")
+	if err := os.WriteFile(cfg, []byte("producers:\n  delegation:\n    config:\n      mode: killhost\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := c.command([]string{"HERMESQ_CONFIG=" + cfg}, "producers", "run", "--once")
 	out, err := cmd.CombinedOutput()
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
@@ -243,8 +266,8 @@ func TestProducerPluginFailures(t *testing.T) {
 
 		r := c.exit(8, "producers", "run", "--once")
 		for _, want := range []string{
-			"hermesq: producer crash: failed: exited before the handshake (gave up after 3 starts)",
-			"hermesq: producer crash: exited before the handshake; restarting in 200ms",
+			"hermesq: producer crash: failed: exited before the handshake: crash: giving up before the handshake (gave up after 3 starts)",
+			"hermesq: producer crash: exited before the handshake: crash: giving up before the handshake; restarting in 200ms",
 			"hermesq: producer crash: crash: giving up before the handshake",
 			"hermesq: producer hang: failed: hung at handshake",
 			"hermesq: producer oldproto: failed: speaks another protocol version",
@@ -318,7 +341,7 @@ func TestProducersRunKeepsOthersRunning(t *testing.T) {
 	c.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "A", "--result", "RESULT_alpha")
 	eventually(t, time.Minute, "A admitted by the running host", func() bool { return len(c.all("s1")) == 1 })
 	eventually(t, time.Minute, "the crashing plugin restarted", func() bool {
-		return strings.Contains(host.stderr(), "hermesq: producer crash: exited before the handshake; restarting in")
+		return strings.Contains(host.stderr(), "hermesq: producer crash: exited before the handshake: crash: giving up before the handshake; restarting in")
 	})
 	host.signal(syscall.SIGTERM)
 	if code := host.wait(t, time.Minute); code != 143 {
