@@ -455,7 +455,7 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 	t0 := time.Now()
 	offers, err := p.Poll(pctx, producer.PollRequest{Max: PollMax, PayloadLimit: h.Admission.PayloadLimit()})
 	rpc := time.Since(t0)
-	missed := errors.Is(pctx.Err(), context.DeadlineExceeded)
+	missed := pastDeadline(pctx)
 	cancel()
 	if err != nil {
 		switch {
@@ -499,7 +499,7 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 		t2 := time.Now()
 		err = p.Settle(sctx, o.Claim, s)
 		rpc += time.Since(t2)
-		missed := errors.Is(sctx.Err(), context.DeadlineExceeded)
+		missed := pastDeadline(sctx)
 		scancel()
 		if err != nil {
 			if missed {
@@ -515,6 +515,13 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 	}
 	h.Timing.add(rpc, inStore, admitted)
 	return len(offers), nil
+}
+
+// pastDeadline reports whether ctx's deadline has passed (the transport
+// may fail a call a moment before ctx itself reports it).
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) || ok && !time.Now().Add(50*time.Millisecond).Before(dl)
 }
 
 // settlement applies the policy to the store's answer err to offer o (and
