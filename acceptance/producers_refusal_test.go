@@ -263,3 +263,86 @@ func TestProducerOutcomes(t *testing.T) {
 		t.Errorf("the panic's stack: %d goroutine headers, want it once:\n%s", n, r.stderr)
 	}
 }
+
+// TestProducerReports (issue 23, acceptance 7): events waiting after a
+// refusal and rejected events are reported by stats (Prometheus, parsed
+// with expfmt; JSON), producers ls and check, which turns critical once an
+// event has waited longer than its threshold.
+func TestProducerReports(t *testing.T) {
+	forEachStore(t, func(t *testing.T, c *cli) {
+		c = withPlugins(t, c, "delegation")
+		c.env = append(c.env, "HERMESQ_PRODUCER_BACKOFF=1h")
+		c.ok("session", "open", "s1")
+		record(t, stateOutbox(t, c, "delegation"),
+			producer.Event{Session: "nosuch", Target: "nosuch", Identity: delegationID("W1"), Text: "[delegation W1] waits"},
+			producer.Event{Session: "nosuch", Target: "nosuch", Identity: delegationID("W2"), Text: "[delegation W2] waits"},
+			producer.Event{Session: "s1", Target: "s1", Identity: delegationID("OK"), Text: "[delegation OK] goes in"},
+			producer.Event{Session: "s1", Target: "bad target", Identity: delegationID("BAD"), Text: "[delegation BAD] invalid"})
+		r := c.exit(6, "producers", "run", "--once")
+		if !strings.Contains(r.stderr, "hermesq: producer delegation: 1 event rejected as invalid in this run") ||
+			!strings.Contains(r.stderr, "hermesq: producer delegation: 2 events waiting after a refusal") {
+			t.Errorf("stderr:\n%s", r.stderr)
+		}
+
+		fams := promStats(t, c)
+		for name, want := range map[string]float64{
+			"hermesq_producer_pending": 2, "hermesq_producer_waiting": 2, "hermesq_producer_rejected": 1,
+		} {
+			if got := sample(t, fams, name, "producer", "delegation"); got != want {
+				t.Errorf("%s = %v, want %v", name, got, want)
+			}
+		}
+		if age := sample(t, fams, "hermesq_producer_waiting_oldest_age_seconds", "producer", "delegation"); age <= 0 || age > 600 {
+			t.Errorf("oldest waiting age %v s", age)
+		}
+		var js struct {
+			Producers []struct {
+				Producer   string `json:"producer"`
+				Waiting    int    `json:"waiting"`
+				Rejected   int    `json:"rejected"`
+				Delivered  int    `json:"delivered"`
+				LastReason string `json:"last_reason"`
+			} `json:"producers"`
+		}
+		c.jsonOut(&js, "stats")
+		if len(js.Producers) != 1 || js.Producers[0].Waiting != 2 || js.Producers[0].Rejected != 1 || js.Producers[0].Delivered != 1 ||
+			!strings.Contains(js.Producers[0].LastReason, "nosuch") {
+			t.Errorf("stats -o json producers: %+v", js.Producers)
+		}
+		if r := c.ok("producers", "ls"); !strings.Contains(r.stdout, "2/2/1/1/0") {
+			t.Errorf("producers ls:\n%s", r.stdout)
+		}
+
+		// Waiting for less than the threshold: named, not critical; the
+		// rejected event: WARNING.
+		r = c.exit(1, "check", "--producer-wait-crit", "1h")
+		if !strings.Contains(r.stdout, "producer delegation: 2 waiting after a refusal") || !strings.Contains(r.stdout, "producer delegation: 1 rejected") ||
+			!strings.Contains(r.stdout, "producer_waiting=2;") || !strings.Contains(r.stdout, "producer_rejected=1;") {
+			t.Errorf("check below the threshold: %s", r.stdout)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		r = c.exit(2, "check", "--producer-wait-crit", "1s")
+		if !strings.HasPrefix(r.stdout, "HERMESQ CRITICAL - producer delegation: 2 waiting after a refusal, oldest ") {
+			t.Errorf("check past the threshold: %s", r.stdout)
+		}
+		c.env = append(c.env, "HERMESQ_PRODUCER_WAIT_CRIT=1s")
+		c.exit(2, "check")
+
+		// The operator drops them: nothing left to report.
+		var es []producer.Entry
+		c.jsonOut(&es, "producers", "outbox", "delegation")
+		var seqs []string
+		for _, e := range es {
+			if e.State == producer.StatePending || e.State == producer.StateRejected {
+				seqs = append(seqs, fmt.Sprint(e.Seq))
+			}
+		}
+		c.exit(3, append([]string{"producers", "outbox", "drop", "delegation", "999"}, seqs...)...)
+		c.ok(append([]string{"producers", "outbox", "drop", "delegation"}, seqs...)...)
+		c.ok("check")
+		c.ok("producers", "run", "--once")
+		if got := sample(t, promStats(t, c), "hermesq_producer_waiting", "producer", "delegation"); got != 0 {
+			t.Errorf("waiting after the drop: %v", got)
+		}
+	})
+}
