@@ -104,6 +104,16 @@ func TestBadInputAcrossCommands(t *testing.T) {
 		{"delegate done with a bad session", nil, "", []string{"delegate", "done", "--session", "bad id", "--target", "s1", "--id", "d", "--result", "r"}, ExitUsage, "session"},
 		{"delegate done with two results", nil, "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d", "--result", "r", "--result-file", "f"}, ExitUsage, "result"},
 		{"producers run with a relative plugin folder", nil, "", []string{"producers", "run", "--once", "--plugin-dir", "rel/plugins"}, ExitUsage, "plugin"},
+		{"outbox drop of a bad seq", nil, "", []string{"producers", "outbox", "drop", "delegation", "twelve"}, ExitUsage, "SEQ"},
+		{"outbox drop of seq 0", nil, "", []string{"producers", "outbox", "drop", "delegation", "0"}, ExitUsage, "SEQ"},
+		{"outbox drop without a seq", nil, "", []string{"producers", "outbox", "drop", "delegation"}, ExitUsage, "at least 2 arg"},
+		{"outbox drop with a bad name", nil, "", []string{"producers", "outbox", "drop", "Bad", "1"}, ExitUsage, "producer name"},
+		{"outbox drop with an empty reason", nil, "", []string{"producers", "outbox", "drop", "delegation", "1", "--reason", " "}, ExitUsage, "reason"},
+		{"outbox drop of a producer without an outbox", nil, "", []string{"producers", "outbox", "drop", "nosuch", "1"}, ExitNotFound, "no outbox"},
+		{"producer backoff cap below the backoff", map[string]string{"HERMESQ_PRODUCER_BACKOFF": "10s", "HERMESQ_PRODUCER_BACKOFF_CAP": "1s"}, "",
+			[]string{"producers", "run", "--once"}, ExitUsage, "producer_backoff_cap"},
+		{"producer poll deadline not a duration", map[string]string{"HERMESQ_PRODUCER_POLL_DEADLINE": "soon"}, "",
+			[]string{"producers", "run", "--once"}, ExitUsage, "producer_poll_deadline"},
 	}
 	if len(cases) < 40 {
 		t.Fatalf("%d cases, want at least 40", len(cases))
