@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -95,18 +96,18 @@ func findAdmission(as []backend.Admission, identity string) (backend.Admission, 
 	return backend.Admission{}, false
 }
 
-// runLostAck runs producers run --once with the delegation plugin replaced
-// by the misbehaving test plugin in mode killhost: it serves the same
-// outbox, and SIGKILLs the host at the first settle that completes a
-// claim, before recording it: the admission is durable, its
-// acknowledgement lost.
-func runLostAck(t *testing.T, c *cli) {
+// runLostAck runs producers run --once with the plugin of producer name
+// (delegation or process) replaced by the misbehaving test plugin in mode
+// killhost: it serves the same outbox, and SIGKILLs the host at the first
+// settle that completes a claim, before recording it: the admission is
+// durable, its acknowledgement lost.
+func runLostAck(t *testing.T, c *cli, name string) {
 	t.Helper()
 	bin, err := buildAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(c.dir, "plugins", "hermesq-producer-delegation")
+	link := filepath.Join(c.dir, "plugins", "hermesq-producer-"+name)
 	swap := func(to string) {
 		t.Helper()
 		if err := os.Remove(link); err != nil {
@@ -117,9 +118,10 @@ func runLostAck(t *testing.T, c *cli) {
 		}
 	}
 	swap("badproducer")
-	defer swap("hermesq-producer-delegation")
+	defer swap("hermesq-producer-" + name)
 	cfg := filepath.Join(t.TempDir(), "killhost.yaml")
-	if err := os.WriteFile(cfg, []byte("producers:\n  delegation:\n    config:\n      mode: killhost\n"), 0o600); err != nil {
+	yaml := fmt.Sprintf("producers:\n  %s:\n    config:\n      mode: killhost\n      coalesce: %v\n", name, name == "delegation")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := c.command([]string{"HERMESQ_CONFIG=" + cfg}, "producers", "run", "--once")
@@ -140,7 +142,7 @@ func TestProducerRegroupAfterNote(t *testing.T) {
 		c = withPlugins(t, c, "delegation")
 		c.ok("session", "open", "s1")
 		c.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "A", "--result", "RESULT_alpha")
-		runLostAck(t, c)
+		runLostAck(t, c, "delegation")
 		c.ok("drain", "s1")
 		if n := notesWith(c.messages("s1"), "RESULT_alpha"); n != 1 {
 			t.Fatalf("%d notes with A's result after the first drain, want 1", n)
@@ -187,7 +189,7 @@ func TestProducerLostAckRestart(t *testing.T) {
 		c = withPlugins(t, c, "delegation")
 		c.ok("session", "open", "s1")
 		c.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "A", "--result", "RESULT_alpha")
-		runLostAck(t, c)
+		runLostAck(t, c, "delegation")
 		as := c.all("s1")
 		if len(as) != 1 || as[0].Status != backend.StatusQueued {
 			t.Fatalf("after the killed host: %+v, want A's admission queued", as)

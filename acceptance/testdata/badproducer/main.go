@@ -12,7 +12,8 @@
 //   - pollerror fails every poll with an error of its own;
 //   - panicpoll panics in its first poll (once, like crashpoll);
 //   - badconfig reports a permanent failure (plugin.Fail);
-//   - killhost serves its outbox (coalescing) and, at the first settle
+//   - killhost serves its outbox (coalescing if configured with
+//     "coalesce": true, as the delegation producer) and, at the first settle
 //     that completes a claim, SIGKILLs its host before recording it: an
 //     admission made durable whose acknowledgement is lost.
 package main
@@ -91,10 +92,14 @@ func outbox(coalesce bool) *producer.Outbox {
 
 func main() {
 	mode := strings.TrimPrefix(filepath.Base(os.Args[0]), "hermesq-producer-")
+	coalesce := false
 	if raw := os.Getenv(producer.EnvConfig); raw != "" {
-		var cfg struct{ Mode string }
+		var cfg struct {
+			Mode     string
+			Coalesce bool
+		}
 		if err := json.Unmarshal([]byte(raw), &cfg); err == nil && cfg.Mode != "" {
-			mode = cfg.Mode
+			mode, coalesce = cfg.Mode, cfg.Coalesce
 		}
 	}
 	switch mode {
@@ -124,7 +129,7 @@ func main() {
 	case "badconfig":
 		plugin.Fail(errors.New("configuration: watches[0].path \"log\" is not absolute"))
 	case "killhost":
-		plugin.Serve(killHost{outbox(true)})
+		plugin.Serve(killHost{outbox(coalesce)})
 	default:
 		fmt.Fprintf(os.Stderr, "badproducer: unknown name %q\n", mode)
 		os.Exit(1)
