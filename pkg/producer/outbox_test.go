@@ -356,3 +356,51 @@ func TestOutboxThroughProducertest(t *testing.T) {
 		}
 	}
 }
+
+// An outbox written before the rejected state holds events dropped by the
+// old retry policy (state dropped, no refusal time) and pending events
+// released by it (a reason, no not-before time): they are read as they
+// are: the dropped ones listed and counted, never offered; the pending
+// ones offered at once.
+func TestOutboxReadsOldDroppedEvents(t *testing.T) {
+	ob, _ := openOutbox(t, producer.OutboxOptions{})
+	db, err := bolt.Open(ob.Path(), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]string{
+		"s1\x00OLD":  `{"session":"s1","target":"s1","identity":"OLD","text":"old","seq":1,"state":"dropped","attempts":8,"added_at":"2025-01-02T03:04:05Z","settled_at":"2025-01-02T03:04:06Z","reason":"released after 8 attempts: forbidden"}`,
+		"s1\x00KEPT": `{"session":"s1","target":"s1","identity":"KEPT","text":"kept","seq":2,"state":"pending","attempts":3,"added_at":"2025-01-02T03:04:05Z","reason":"conflict"}`,
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		ev, _ := tx.CreateBucketIfNotExists([]byte("events"))
+		pending, _ := tx.CreateBucketIfNotExists([]byte("pending"))
+		for k, v := range old {
+			if err := ev.Put([]byte(k), []byte(v)); err != nil {
+				return err
+			}
+		}
+		_ = ev.SetSequence(2)
+		return pending.Put([]byte{0, 0, 0, 0, 0, 0, 0, 2}, []byte("s1\x00KEPT"))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := ob.Count(context.Background())
+	if err != nil || counts.Dropped != 1 || counts.Pending != 1 || counts.Waiting != 0 {
+		t.Fatalf("counts %+v, %v", counts, err)
+	}
+	offers := poll(t, ob, 10)
+	if len(offers) != 1 || offers[0].Identities[0] != "KEPT" || offers[0].Attempts != 4 {
+		t.Fatalf("offers %+v, want KEPT alone, attempt 4", offers)
+	}
+	if e := entries(t, ob)["OLD"]; e.State != producer.StateDropped || e.Reason == "" {
+		t.Fatalf("OLD %+v", e)
+	}
+	if err := ob.Drop(context.Background(), []uint64{1}, "again"); !errors.Is(err, producer.ErrNoEvent) {
+		t.Fatalf("drop of an event already dropped: %v, want ErrNoEvent", err)
+	}
+}
