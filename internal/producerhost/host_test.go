@@ -126,3 +126,33 @@ func TestComposedSizeIsTheStoresSize(t *testing.T) {
 		}
 	}
 }
+
+// slowPoll is a plugin whose polls return only when their deadline ends
+// them.
+type slowPoll struct{ *producer.Outbox }
+
+func (slowPoll) Poll(ctx context.Context, _ producer.PollRequest) ([]producer.Offer, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A plugin that misses its poll deadline is started again, at most
+// OnceStarts times with Once, and reported failed, named by the deadline's
+// setting.
+func TestPollDeadline(t *testing.T) {
+	ob, err := producer.OpenOutbox(t.TempDir(), producer.OutboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := testHost(t, slowPoll{ob}, 0)
+	starts := 0
+	h.Launch = func(*exec.Cmd, LaunchOptions) (Client, error) { starts++; return inProcess{slowPoll{ob}}, nil }
+	h.Config.PollDeadline = 50 * time.Millisecond
+	rep := h.Run(context.Background(), []Spec{{Name: "slow", Path: "/nonexistent", Enabled: true}})
+	if len(rep.Failures) != 1 || !strings.Contains(rep.Failures[0].Err.Error(), "poll did not return within 50ms (producer_poll_deadline)") {
+		t.Fatalf("failures %+v", rep.Failures)
+	}
+	if starts != OnceStarts {
+		t.Fatalf("%d starts, want %d", starts, OnceStarts)
+	}
+}
