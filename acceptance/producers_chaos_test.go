@@ -136,7 +136,7 @@ func TestChaosProducers(t *testing.T) {
 		grant(s)
 	}
 	<-recDone
-	t.Logf("%d events recorded across %d sessions; faults: %v", len(recorded), sessions, counts)
+	t.Logf("%d inputs across %d sessions (events recorded into two outboxes); store faults and kills: %v", len(recorded), sessions, counts)
 	if len(recorded) != inputs {
 		t.Fatalf("recorded %d of %d", len(recorded), inputs)
 	}
