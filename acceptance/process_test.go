@@ -60,7 +60,7 @@ func TestProcessLostAckExecutedTurn(t *testing.T) {
 			t.Fatalf("process outbox %+v, want one completion", es)
 		}
 		id := es[0].Identity
-		runLostAck(t, c)
+		runLostAck(t, c, "process")
 		c.ok("drain", "s1", "--", "handler")
 		as := c.all("s1")
 		if len(as) != 1 || as[0].Mode != backend.ModeTurn || as[0].Outcome != backend.OutcomeCompleted {

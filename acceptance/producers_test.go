@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -95,11 +96,35 @@ func findAdmission(as []backend.Admission, identity string) (backend.Admission, 
 	return backend.Admission{}, false
 }
 
-// runLostAck runs producers run --once with the test hook that SIGKILLs the
-// host right after the admit, before the settle.
-func runLostAck(t *testing.T, c *cli) {
+// runLostAck runs producers run --once with the plugin of producer name
+// (delegation or process) replaced by the misbehaving test plugin in mode
+// killhost: it serves the same outbox, and SIGKILLs the host at the first
+// settle that completes a claim, before recording it: the admission is
+// durable, its acknowledgement lost.
+func runLostAck(t *testing.T, c *cli, name string) {
 	t.Helper()
-	cmd := c.command([]string{"HERMESQ_TEST_KILL_AFTER_ADMIT=1"}, "producers", "run", "--once")
+	bin, err := buildAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(c.dir, "plugins", "hermesq-producer-"+name)
+	swap := func(to string) {
+		t.Helper()
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(bin, to), link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap("badproducer")
+	defer swap("hermesq-producer-" + name)
+	cfg := filepath.Join(t.TempDir(), "killhost.yaml")
+	yaml := fmt.Sprintf("producers:\n  %s:\n    config:\n      mode: killhost\n      coalesce: %v\n", name, name == "delegation")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := c.command([]string{"HERMESQ_CONFIG=" + cfg}, "producers", "run", "--once")
 	out, err := cmd.CombinedOutput()
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
@@ -117,7 +142,7 @@ func TestProducerRegroupAfterNote(t *testing.T) {
 		c = withPlugins(t, c, "delegation")
 		c.ok("session", "open", "s1")
 		c.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "A", "--result", "RESULT_alpha")
-		runLostAck(t, c)
+		runLostAck(t, c, "delegation")
 		c.ok("drain", "s1")
 		if n := notesWith(c.messages("s1"), "RESULT_alpha"); n != 1 {
 			t.Fatalf("%d notes with A's result after the first drain, want 1", n)
@@ -164,7 +189,7 @@ func TestProducerLostAckRestart(t *testing.T) {
 		c = withPlugins(t, c, "delegation")
 		c.ok("session", "open", "s1")
 		c.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "A", "--result", "RESULT_alpha")
-		runLostAck(t, c)
+		runLostAck(t, c, "delegation")
 		as := c.all("s1")
 		if len(as) != 1 || as[0].Status != backend.StatusQueued {
 			t.Fatalf("after the killed host: %+v, want A's admission queued", as)
@@ -243,8 +268,8 @@ func TestProducerPluginFailures(t *testing.T) {
 
 		r := c.exit(8, "producers", "run", "--once")
 		for _, want := range []string{
-			"hermesq: producer crash: failed: exited before the handshake (gave up after 3 starts)",
-			"hermesq: producer crash: exited before the handshake; restarting in 200ms",
+			"hermesq: producer crash: failed: exited before the handshake: crash: giving up before the handshake (gave up after 3 starts)",
+			"hermesq: producer crash: exited before the handshake: crash: giving up before the handshake; restarting in 200ms",
 			"hermesq: producer crash: crash: giving up before the handshake",
 			"hermesq: producer hang: failed: hung at handshake",
 			"hermesq: producer oldproto: failed: speaks another protocol version",
@@ -318,7 +343,7 @@ func TestProducersRunKeepsOthersRunning(t *testing.T) {
 	c.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "A", "--result", "RESULT_alpha")
 	eventually(t, time.Minute, "A admitted by the running host", func() bool { return len(c.all("s1")) == 1 })
 	eventually(t, time.Minute, "the crashing plugin restarted", func() bool {
-		return strings.Contains(host.stderr(), "hermesq: producer crash: exited before the handshake; restarting in")
+		return strings.Contains(host.stderr(), "hermesq: producer crash: exited before the handshake: crash: giving up before the handshake; restarting in")
 	})
 	host.signal(syscall.SIGTERM)
 	if code := host.wait(t, time.Minute); code != 143 {

@@ -118,6 +118,16 @@ func TestBadInputAcrossCommands(t *testing.T) {
 		{"proc run of a command line over the payload limit", map[string]string{"HERMESQ_PAYLOAD_LIMIT": "200"}, "", []string{"proc", "run", "--session", "s1", "--", "true", strings.Repeat("a", 200)}, ExitUsage, "more than the limit of 200"},
 		{"proc watch to an unknown session", nil, "", []string{"proc", "watch", "--session", "nosuch", fmt.Sprint(os.Getpid())}, ExitNotFound, "session nosuch does not exist"},
 		{"producers run with a relative plugin folder", nil, "", []string{"producers", "run", "--once", "--plugin-dir", "rel/plugins"}, ExitUsage, "plugin"},
+		{"outbox drop of a bad seq", nil, "", []string{"producers", "outbox", "drop", "delegation", "twelve"}, ExitUsage, "SEQ"},
+		{"outbox drop of seq 0", nil, "", []string{"producers", "outbox", "drop", "delegation", "0"}, ExitUsage, "SEQ"},
+		{"outbox drop without a seq", nil, "", []string{"producers", "outbox", "drop", "delegation"}, ExitUsage, "at least 2 arg"},
+		{"outbox drop with a bad name", nil, "", []string{"producers", "outbox", "drop", "Bad", "1"}, ExitUsage, "producer name"},
+		{"outbox drop with an empty reason", nil, "", []string{"producers", "outbox", "drop", "delegation", "1", "--reason", " "}, ExitUsage, "reason"},
+		{"outbox drop of a producer without an outbox", nil, "", []string{"producers", "outbox", "drop", "nosuch", "1"}, ExitNotFound, "no outbox"},
+		{"producer backoff cap below the backoff", map[string]string{"HERMESQ_PRODUCER_BACKOFF": "10s", "HERMESQ_PRODUCER_BACKOFF_CAP": "1s"}, "",
+			[]string{"producers", "run", "--once"}, ExitUsage, "producer_backoff_cap"},
+		{"producer poll deadline not a duration", map[string]string{"HERMESQ_PRODUCER_POLL_DEADLINE": "soon"}, "",
+			[]string{"producers", "run", "--once"}, ExitUsage, "producer_poll_deadline"},
 	}
 	if len(cases) < 40 {
 		t.Fatalf("%d cases, want at least 40", len(cases))

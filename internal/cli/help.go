@@ -16,11 +16,13 @@ const exitCodesTable = `  0    success (a duplicate admission is a success)
   3    not found
   4    conflict (request id reused; session closed; close while busy)
   5    fenced, or the drain lease is held by another drainer
-  6    needs attention (paused on an unknown admission; a turn failed; misrouted)
+  6    needs attention (paused on an unknown admission; a turn failed; misrouted;
+       producers run --once: events rejected or left waiting after a refusal)
   7    permission denied (principal not allowed; Redis auth refused)
-  8    producers run: a producer plugin failed (crashed or hung at the
-       handshake too often, failed its pinned sha256, speaks another
-       protocol version, cannot be executed); the other plugins ran
+  8    producers run: a producer plugin failed (crashed, hung or missed a
+       call deadline too often, failed its pinned sha256, speaks another
+       protocol version, cannot be executed, reported a permanent
+       failure); the other plugins ran
   75   store temporarily unavailable or locked (retry later)
   130  drain or producers run interrupted by SIGINT
   143  drain or producers run interrupted by SIGTERM

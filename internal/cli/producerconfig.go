@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hermesq/hermesq/internal/producerhost"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
 )
@@ -27,16 +27,24 @@ const (
 	keyProducerLease        = "producer_lease"         // claim lease of the plugins' outboxes
 	keyProducerStartTimeout = "producer_start_timeout" // how long a plugin may take to answer the handshake
 	keyProducerPoll         = "producer_poll"          // wait between polls of an idle plugin
-	keyProducers            = "producers"              // producers.NAME.{enabled,sha256,config}
+	keyProducerPollDeadline = "producer_poll_deadline" // bound on one Poll of a plugin
+	keyProducerSettleDL     = "producer_settle_deadline"
+	keyProducerBackoff      = "producer_backoff"     // wait after an event's first refusal, doubling
+	keyProducerBackoffCap   = "producer_backoff_cap" // the longest wait between offers of a refused event
+	keyProducerMaxAge       = "producer_max_age"     // operator's age limit of pending events; none by default
+	keyProducerWaitCrit     = "producer_wait_crit"   // check: critical when an event waited longer after a refusal
+	keyProducers            = "producers"            // producers.NAME.{enabled,sha256,config}
 
-	defaultProducerStartTimeout = 10 * time.Second
-	defaultProducerPoll         = time.Second
+	defaultProducerStartTimeout = producerhost.DefaultStartTimeout
+	defaultProducerPoll         = producerhost.DefaultPoll
+	defaultProducerWaitCrit     = time.Hour
 
 	// pluginPrefix names producer plugin binaries: hermesq-producer-NAME.
-	pluginPrefix = "hermesq-producer-"
+	pluginPrefix = producerhost.Prefix
 )
 
-var producerEnvKeys = []string{keyPluginDir, keyProducerStateDir, keyProducerLease, keyProducerStartTimeout, keyProducerPoll}
+var producerEnvKeys = []string{keyPluginDir, keyProducerStateDir, keyProducerLease, keyProducerStartTimeout, keyProducerPoll,
+	keyProducerPollDeadline, keyProducerSettleDL, keyProducerBackoff, keyProducerBackoffCap, keyProducerMaxAge, keyProducerWaitCrit}
 
 // bindProducerEnv binds the producer settings to their HERMESQ_* variables.
 func bindProducerEnv(v *viper.Viper) {
@@ -46,7 +54,7 @@ func bindProducerEnv(v *viper.Viper) {
 }
 
 // producerName is what NAME in hermesq-producer-NAME may be.
-var producerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+var producerName = producerhost.ValidName
 
 // ProducerConfig is the resolved producer configuration.
 type ProducerConfig struct {
@@ -55,7 +63,37 @@ type ProducerConfig struct {
 	Lease        time.Duration // 0: the plugins' default (5m)
 	StartTimeout time.Duration
 	Poll         time.Duration
-	Plugins      map[string]pluginSetting // by name, from producers.NAME
+	// PollDeadline, SettleDeadline bound each plugin call (0: 30 s);
+	// Backoff, BackoffCap space the offers of a refused event (0: 1 s
+	// doubling to 5 m); MaxAge is the operator's age limit of pending
+	// events (0: none); WaitCrit makes check critical (1 h).
+	PollDeadline, SettleDeadline time.Duration
+	Backoff, BackoffCap          time.Duration
+	MaxAge, WaitCrit             time.Duration
+	Plugins                      map[string]pluginSetting // by name, from producers.NAME
+}
+
+// hostConfig is the producer host's configuration.
+func (pc *ProducerConfig) hostConfig() producerhost.Config {
+	return producerhost.Config{
+		StateDir:       pc.StateDir,
+		Lease:          pc.Lease,
+		MaxAge:         pc.MaxAge,
+		StartTimeout:   pc.StartTimeout,
+		Poll:           pc.Poll,
+		PollDeadline:   pc.PollDeadline,
+		SettleDeadline: pc.SettleDeadline,
+		Backoff:        producerhost.Backoff{Base: pc.Backoff, Cap: pc.BackoffCap},
+	}
+}
+
+// hostSettings is the producers.NAME settings as the host takes them.
+func (pc *ProducerConfig) hostSettings() map[string]producerhost.Setting {
+	m := make(map[string]producerhost.Setting, len(pc.Plugins))
+	for name, s := range pc.Plugins {
+		m[name] = producerhost.Setting{Disabled: s.Disabled, SHA256: s.SHA256, Config: s.Config}
+	}
+	return m
 }
 
 type pluginSetting struct {
@@ -114,6 +152,36 @@ func (f *Factory) producerPaths() (*ProducerConfig, error) {
 	}
 	if pc.Poll == 0 {
 		pc.Poll = defaultProducerPoll
+	}
+	for _, d := range []struct {
+		key string
+		to  *time.Duration
+	}{
+		{keyProducerPollDeadline, &pc.PollDeadline}, {keyProducerSettleDL, &pc.SettleDeadline},
+		{keyProducerBackoff, &pc.Backoff}, {keyProducerBackoffCap, &pc.BackoffCap},
+		{keyProducerMaxAge, &pc.MaxAge}, {keyProducerWaitCrit, &pc.WaitCrit},
+	} {
+		if *d.to, err = durationOf(v, d.key); err != nil {
+			return nil, err
+		}
+	}
+	if pc.PollDeadline == 0 {
+		pc.PollDeadline = producerhost.DefaultPollDeadline
+	}
+	if pc.SettleDeadline == 0 {
+		pc.SettleDeadline = producerhost.DefaultSettleDeadline
+	}
+	if pc.Backoff == 0 {
+		pc.Backoff = producerhost.DefaultBackoff.Base
+	}
+	if pc.BackoffCap == 0 {
+		pc.BackoffCap = max(producerhost.DefaultBackoff.Cap, pc.Backoff)
+	}
+	if pc.BackoffCap < pc.Backoff {
+		return nil, backend.Errorf(backend.ErrInvalid, "%s %s is shorter than %s %s", keyProducerBackoffCap, pc.BackoffCap, keyProducerBackoff, pc.Backoff)
+	}
+	if pc.WaitCrit == 0 {
+		pc.WaitCrit = defaultProducerWaitCrit
 	}
 	return pc, nil
 }
@@ -262,7 +330,7 @@ func (f *Factory) outbox(name string) (*producer.Outbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	ob, err := producer.OpenOutbox(pc.pluginStateDir(name), producer.OutboxOptions{LockWait: cfg.Timeout, Lease: pc.Lease})
+	ob, err := producer.OpenOutbox(pc.pluginStateDir(name), producer.OutboxOptions{LockWait: cfg.Timeout, Lease: pc.Lease, MaxAge: pc.MaxAge})
 	if err != nil {
 		return nil, outboxError(err)
 	}
@@ -276,6 +344,8 @@ func outboxError(err error) error {
 		return nil
 	case errors.Is(err, producer.ErrLocked):
 		return fmt.Errorf("%w: %w", err, backend.ErrUnavailable)
+	case errors.Is(err, producer.ErrNoEvent):
+		return fmt.Errorf("%w: %w", err, backend.ErrNotFound)
 	case errors.Is(err, producer.ErrInvalidEvent):
 		return fmt.Errorf("%w: %w", err, backend.ErrInvalid)
 	}

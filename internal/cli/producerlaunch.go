@@ -2,13 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 
-	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/internal/producerhost"
 )
 
 // The producer plugin host runs in a second binary, hermesq-producers,
@@ -22,22 +20,14 @@ import (
 const ProducersBinary = "hermesq-producers"
 
 // PluginClient is a started producer plugin.
-type PluginClient interface {
-	Producer() producer.Producer // calls go to the plugin
-	Exited() bool                // its process has ended
-	Kill()                       // end it
-}
+type PluginClient = producerhost.Client
 
 // LaunchOptions say how a plugin is started.
-type LaunchOptions struct {
-	Pin          []byte        // SHA-256 the binary must have; nil: not pinned
-	StartTimeout time.Duration // bound on the handshake
-	Output       io.Writer     // the plugin's output lines and the transport's errors
-}
+type LaunchOptions = producerhost.LaunchOptions
 
 // Launcher starts cmd as a producer plugin. An error with a method
 // Permanent() bool that reports true is not retried.
-type Launcher func(cmd *exec.Cmd, o LaunchOptions) (PluginClient, error)
+type Launcher = producerhost.Launcher
 
 // execProducers hands this command line to hermesq-producers (see
 // above); it returns only on failure.

@@ -43,7 +43,17 @@ directory; see examples/). Metric names:
   hermesq_executed{session,mode}             done admissions by mode (turn, note)
 
 and the same names with the suffix _all and no session label for the total
-(hermesq_queue_oldest_age_seconds_all is the largest age).`,
+(hermesq_queue_oldest_age_seconds_all is the largest age). Then, for each
+producer outbox in producer_state_dir:
+
+  hermesq_producer_pending{producer}                      events not yet admitted
+  hermesq_producer_waiting{producer}                      of them, refused by the store and waiting
+  hermesq_producer_waiting_oldest_age_seconds{producer}   age of the oldest waiting event (0: none)
+  hermesq_producer_rejected{producer}                     rejected as invalid (kept until dropped)
+
+The text and -o json outputs list the producers too ("producers": pending,
+claimed, waiting, oldest_waiting, oldest_waiting_age_seconds, last_reason,
+rejected, delivered, dropped).`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,16 +69,37 @@ and the same names with the suffix _all and no session label for the total
 				if err != nil {
 					return err
 				}
+				ps := f.producerStatsOrWarn(cmd.Context())
 				if format == formatPrometheus {
-					return writePrometheus(p.ios.Out, s)
+					return writePrometheus(p.ios.Out, s, ps)
 				}
-				return p.object(s, func(w io.Writer) error { return statsTable(w, s) })
+				out := statsOutput{Stats: s, Producers: ps}
+				if out.Producers == nil {
+					out.Producers = []producerStat{}
+				}
+				return p.object(out, func(w io.Writer) error {
+					if err := statsTable(w, s); err != nil {
+						return err
+					}
+					if len(ps) == 0 {
+						return nil
+					}
+					fmt.Fprintln(w)
+					return producerTable(w, ps)
+				})
 			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "", "prometheus: the Prometheus text exposition format")
 	_ = cmd.RegisterFlagCompletionFunc("format", fixedCompletion(formatPrometheus))
 	return cmd
+}
+
+// statsOutput is what stats prints: the queues' figures and the
+// producers'.
+type statsOutput struct {
+	admission.Stats
+	Producers []producerStat `json:"producers"`
 }
 
 func statsRow(name string, q admission.QueueStats) []string {
@@ -100,7 +131,7 @@ func ageText(d time.Duration, some bool) string {
 }
 
 // writePrometheus writes s in the Prometheus text exposition format.
-func writePrometheus(w io.Writer, s admission.Stats) error {
+func writePrometheus(w io.Writer, s admission.Stats, ps []producerStat) error {
 	type family struct {
 		name, help string
 		value      func(q admission.QueueStats) float64
@@ -144,6 +175,7 @@ func writePrometheus(w io.Writer, s admission.Stats) error {
 		execAll.add(float64(s.Total.Modes[m]), "mode", string(m))
 	}
 	out = append(out, done, doneAll, exec, execAll)
+	out = append(out, producerGauges(ps)...)
 	var b []byte
 	for _, g := range out {
 		b = g.appendText(b)
@@ -258,13 +290,15 @@ type checkOptions struct {
 	DepthWarn, DepthCrit int
 	AgeWarn, AgeCrit     time.Duration
 	Session              string
+	WaitCrit             time.Duration
+	waitCritSet          bool
 }
 
 func newCheckCmd(f *Factory) *cobra.Command {
 	o := &checkOptions{}
 	cmd := &cobra.Command{
-		Use:   "check [--depth-warn N] [--depth-crit N] [--age-warn D] [--age-crit D] [--session S]",
-		Short: "Nagios-style check of queue depth, oldest queued age and unknown admissions",
+		Use:   "check [--depth-warn N] [--depth-crit N] [--age-warn D] [--age-crit D] [--session S] [--producer-wait-crit D]",
+		Short: "Nagios-style check of queue depth, oldest queued age, unknown admissions and producer events",
 		Long: `Check follows the Nagios plugin conventions: one status line on stdout,
 "HERMESQ OK|WARNING|CRITICAL|UNKNOWN - summary | perfdata", and the exit
 code 0 (OK), 1 (WARNING), 2 (CRITICAL) or 3 (UNKNOWN).
@@ -272,13 +306,23 @@ code 0 (OK), 1 (WARNING), 2 (CRITICAL) or 3 (UNKNOWN).
 CRITICAL when any session has an unknown admission (its queue is paused
 until 'hermesq resolve'), or a depth of at least --depth-crit, or an oldest
 queued admission at least --age-crit old; WARNING at --depth-warn or
---age-warn; OK otherwise. A threshold of 0 is not checked. UNKNOWN (3) when
+--age-warn; OK otherwise. A threshold of 0 is not checked.
+
+Producers: CRITICAL when an event has waited after a refusal of the store
+(its session not open, a grant missing…) for longer than
+--producer-wait-crit (default producer_wait_crit, 1h); WARNING when a
+producer holds rejected events (invalid, kept until 'hermesq producers
+outbox drop'). Events waiting for less are named in the summary.
+
+UNKNOWN (3) when
 the check cannot be made: a bad flag, an unreachable store; the reason is
 also printed on stderr as "hermesq: error: …". These exit codes replace
 hermesq's usual ones for this command.
 
 Perfdata: depth, oldest_age (seconds), running, unknown (totals, or those
-of --session), with their thresholds.`,
+of --session), with their thresholds; producer_waiting,
+producer_waiting_age (seconds, the oldest) and producer_rejected (every
+producer).`,
 		Example: `  hermesq check --depth-warn 50 --depth-crit 200 --age-warn 10m --age-crit 1h`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -309,13 +353,14 @@ of --session), with their thresholds.`,
 	fl.DurationVar(&o.AgeWarn, "age-warn", 0, "WARNING when an oldest queued admission is at least this old (0: off)")
 	fl.DurationVar(&o.AgeCrit, "age-crit", 0, "CRITICAL when an oldest queued admission is at least this old (0: off)")
 	fl.StringVar(&o.Session, "session", "", "check only this session")
+	fl.DurationVar(&o.WaitCrit, "producer-wait-crit", 0, "CRITICAL when a producer event waited after a refusal longer than this (default producer_wait_crit, 1h)")
 	_ = cmd.RegisterFlagCompletionFunc("session", completeSessionIDs(f))
 	return cmd
 }
 
 func (o *checkOptions) validate() error {
 	switch {
-	case o.DepthWarn < 0 || o.DepthCrit < 0 || o.AgeWarn < 0 || o.AgeCrit < 0:
+	case o.DepthWarn < 0 || o.DepthCrit < 0 || o.AgeWarn < 0 || o.AgeCrit < 0 || o.WaitCrit < 0:
 		return backend.Errorf(backend.ErrInvalid, "check: thresholds cannot be negative")
 	case o.DepthWarn > 0 && o.DepthCrit > 0 && o.DepthWarn > o.DepthCrit:
 		return backend.Errorf(backend.ErrInvalid, "check: --depth-warn %d is above --depth-crit %d", o.DepthWarn, o.DepthCrit)
@@ -329,6 +374,7 @@ func (o *checkOptions) validate() error {
 }
 
 func (o *checkOptions) run(cmd *cobra.Command, f *Factory) error {
+	o.waitCritSet = cmd.Flags().Changed("producer-wait-crit")
 	return storeRun(f, o.validate, func(p *printer, st backend.Store, _ *Config) error {
 		svc := &admission.Service{Store: st, Now: f.Now}
 		s, err := svc.Stats(cmd.Context())
@@ -375,6 +421,31 @@ func (o *checkOptions) run(cmd *cobra.Command, f *Factory) error {
 				}
 			}
 		}
+		waitCrit := o.WaitCrit
+		if !o.waitCritSet {
+			waitCrit = defaultProducerWaitCrit
+			if pc, err := f.producerConfig(); err == nil {
+				waitCrit = pc.WaitCrit
+			}
+		}
+		var waiting, rejected int
+		var waitAge time.Duration
+		for _, ps := range f.producerStatsOrWarn(cmd.Context()) {
+			waiting += ps.Waiting
+			rejected += ps.Rejected
+			waitAge = max(waitAge, ps.OldestWaitingAge)
+			switch {
+			case ps.Waiting > 0 && waitCrit > 0 && ps.OldestWaitingAge > waitCrit:
+				raise(nagiosCritical, fmt.Sprintf("producer %s: %d waiting after a refusal, oldest %s > %s: %s",
+					ps.Producer, ps.Waiting, ageText(ps.OldestWaitingAge, true), waitCrit, escapePerfText(oneLine(ps.LastReason))))
+			case ps.Waiting > 0:
+				reasons = append(reasons, fmt.Sprintf("producer %s: %d waiting after a refusal, oldest %s",
+					ps.Producer, ps.Waiting, ageText(ps.OldestWaitingAge, true)))
+			}
+			if ps.Rejected > 0 {
+				raise(nagiosWarning, fmt.Sprintf("producer %s: %d rejected (producers outbox %s)", ps.Producer, ps.Rejected, ps.Producer))
+			}
+		}
 		summary := fmt.Sprintf("%d sessions, depth %d, oldest %s, running %d, unknown %d",
 			len(scope), total.Depth, ageText(total.OldestQueuedAge, total.Depth > 0), total.Running, total.Unknown)
 		if len(reasons) > 0 {
@@ -392,10 +463,10 @@ func (o *checkOptions) run(cmd *cobra.Command, f *Factory) error {
 			}
 			return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 		}
-		perf := fmt.Sprintf("depth=%d;%s;%s;0 oldest_age=%ss;%s;%s;0 running=%d;;;0 unknown=%d;;1;0",
+		perf := fmt.Sprintf("depth=%d;%s;%s;0 oldest_age=%ss;%s;%s;0 running=%d;;;0 unknown=%d;;1;0 producer_waiting=%d;;;0 producer_waiting_age=%ss;;%s;0 producer_rejected=%d;1;;0",
 			total.Depth, thr(o.DepthWarn), thr(o.DepthCrit),
 			strconv.FormatFloat(total.OldestQueuedAge.Seconds(), 'f', 3, 64), thrD(o.AgeWarn), thrD(o.AgeCrit),
-			total.Running, total.Unknown)
+			total.Running, total.Unknown, waiting, strconv.FormatFloat(waitAge.Seconds(), 'f', 3, 64), thrD(waitCrit), rejected)
 		fmt.Fprintf(p.ios.Out, "HERMESQ %s - %s | %s\n", nagiosNames[state], summary, perf)
 		if state != nagiosOK {
 			return &reportedError{&checkStatus{state: state}}

@@ -32,7 +32,9 @@ func newTopCmd(f *Factory) *cobra.Command {
 changes (change notifications: fsnotify on bbolt, pub/sub on Redis) and every
 5 seconds for the ages: state, depth, age of the oldest queued admission,
 the running admission and how long it has run, unknown admissions, the
-drain lease holder and live viewers.
+drain lease holder and live viewers; below, each producer's outbox:
+pending events, those waiting after a refusal of the store (with the
+oldest one's age and the last reason), rejected, delivered and dropped.
 
 Keys: up/down (k/j) select a session; enter opens its queue (esc goes
 back); s cycles the sort order, or d depth, a oldest age, u unknown,
@@ -58,7 +60,8 @@ Top needs a terminal; without one it exits 2.`,
 				if err != nil {
 					return err
 				}
-				m := &topModel{svc: &admission.Service{Store: st, Now: f.Now}, ctx: ctx, changes: changes, sort: sortBy}
+				m := &topModel{svc: &admission.Service{Store: st, Now: f.Now}, ctx: ctx, changes: changes, sort: sortBy,
+					producers: f.producerStats}
 				p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithInput(f.IO.In), tea.WithOutput(f.IO.Out), tea.WithContext(ctx))
 				final, err := p.Run()
 				if err != nil {
@@ -82,8 +85,12 @@ type topModel struct {
 	svc     *admission.Service
 	ctx     context.Context
 	changes <-chan string
+	// producers reads the producers' outboxes (nil: none shown).
+	producers func(context.Context) ([]producerStat, error)
 
 	stats  admission.Stats
+	prods  []producerStat
+	prodEr error
 	queue  []backend.Admission
 	sort   string
 	cursor int
@@ -98,6 +105,10 @@ type (
 		stats admission.Stats
 		queue []backend.Admission
 		err   error
+		// The producers' figures; an error reading them is shown, not
+		// fatal.
+		prods   []producerStat
+		prodErr error
 	}
 	topChangeMsg struct{ closed bool }
 	topTickMsg   struct{}
@@ -120,7 +131,11 @@ func (m *topModel) read() tea.Cmd {
 				err = nil
 			}
 		}
-		return topStatsMsg{stats: st, queue: q, err: err}
+		msg := topStatsMsg{stats: st, queue: q, err: err}
+		if m.producers != nil {
+			msg.prods, msg.prodErr = m.producers(m.ctx)
+		}
+		return msg
 	}
 }
 
@@ -159,6 +174,7 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, tea.Quit
 		}
 		m.stats, m.queue = msg.stats, msg.queue
+		m.prods, m.prodEr = msg.prods, msg.prodErr
 		m.sortSessions()
 		if m.cursor >= len(m.stats.Sessions) {
 			m.cursor = max(len(m.stats.Sessions)-1, 0)
@@ -274,5 +290,12 @@ func (m *topModel) View() string {
 			running, strconv.Itoa(q.Unknown), orDash(q.LeaseHolder), strconv.Itoa(q.Viewers)})
 	}
 	_ = table(&b, []string{" ", "SESSION", "STATE", "DEPTH", "OLDEST", "RUNNING", "UNKNOWN", "LEASE", "VIEWERS"}, rows)
+	switch {
+	case m.prodEr != nil:
+		fmt.Fprintf(&b, "\nproducers: %s\n", oneLine(m.prodEr.Error()))
+	case len(m.prods) > 0:
+		b.WriteString("\n")
+		_ = producerTable(&b, m.prods)
+	}
 	return b.String()
 }

@@ -54,6 +54,27 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, backend.ErrInvalid)...)
 }
 
+// GroupTooLargeError is the refusal of an offer whose parts, each within
+// the limit, compose a payload over it (backend.ErrInvalid): offered in
+// smaller groups, they fit.
+type GroupTooLargeError struct{ Size, Limit int }
+
+func (e *GroupTooLargeError) Error() string {
+	return fmt.Sprintf("parts compose a payload of %d bytes, more than the limit of %d: %v", e.Size, e.Limit, backend.ErrInvalid)
+}
+
+func (e *GroupTooLargeError) Unwrap() error { return backend.ErrInvalid }
+
+// PayloadLimit is the service's effective payload limit in bytes (that of
+// a composed payload too).
+func (s *Service) PayloadLimit() int {
+	limit, err := checkLimit(s.MaxPayload)
+	if err != nil {
+		return DefaultMaxPayload
+	}
+	return limit
+}
+
 // checkLimit returns the effective payload limit for a configured one.
 func checkLimit(limit int) (int, error) {
 	switch {
@@ -435,7 +456,7 @@ func (s *Service) parts(in Input) ([]backend.Part, json.RawMessage, error) {
 		return nil, nil, err
 	}
 	if len(all) > limit {
-		return nil, nil, invalidf("parts compose a payload of %d bytes, more than the limit of %d", len(all), limit)
+		return nil, nil, &GroupTooLargeError{Size: len(all), Limit: limit}
 	}
 	return out, all, nil
 }

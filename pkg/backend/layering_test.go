@@ -29,6 +29,15 @@ func TestImportDirection(t *testing.T) {
 		// protocol buffers, whose initialisation reads the executable.
 		{pkg: "pkg/producer", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
 		{pkg: "cmd/hermesq", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc", "google.golang.org/protobuf"}},
+		// The producer host: the contract logic and the SDK (the outbox is
+		// bbolt), but no store,
+		// no CLI library, and not the plugin transport (a Launcher is
+		// handed to it by hermesq-producers).
+		{pkg: "internal/producerhost", forbidden: []string{
+			mod + "plugins/", mod + "internal/cli", "github.com/spf13/", "github.com/redis/",
+			"github.com/hashicorp/go-plugin", "google.golang.org/grpc", "google.golang.org/protobuf"}},
+		// The CLI hosts producers only through the host package.
+		{pkg: "internal/cli", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
 		{pkg: "plugins/storage/redis", forbidden: []string{mod + "plugins/storage/bbolt", mod + "internal/", mod + "pkg/admission", "github.com/spf13/"}},
 	}
 	for _, r := range rules {

@@ -26,10 +26,20 @@ import (
 // implements Producer: Poll claims ready events under a lease, Settle ends
 // the claim.
 //
-// An event is pending until it is delivered (Complete) or dropped (Drop, or
-// Release once it has used up its attempts). A pending event is ready when
-// it is not claimed, or when its claim's lease ran out: the host that
-// claimed it died before settling, so it is offered again.
+// An event is pending until it is delivered (Complete) or rejected (Reject:
+// the store called it invalid; kept with the reason, never offered again).
+// Retry keeps it pending with the reason and a not-before time: however
+// often it is refused, an event is never dropped by the outbox on its own.
+// It leaves the outbox only as delivered (forgotten after the retention),
+// or by an operator's decision: Drop (producers outbox drop), or the age
+// limit OutboxOptions.MaxAge (producer_max_age; none by default). A
+// pending event is ready when its not-before time has passed and it is not
+// claimed, or its claim's lease ran out: the host that claimed it died
+// before settling, so it is offered again.
+//
+// Outboxes written before the rejected state hold events in state
+// dropped (refused, by the old policy): they are read as they are, listed
+// and counted as dropped, and never offered again.
 //
 // Several processes use one outbox: the plugin serving it, and the commands
 // that add events to it (hermesq delegate done, hermesq proc run) while the
@@ -52,15 +62,17 @@ type OutboxOptions struct {
 	// LockWait bounds the wait for another process's operation on the
 	// outbox file. 0: 10 seconds.
 	LockWait time.Duration
-	// MaxAttempts is how many claims an event gets before a Release drops
-	// it. 0: 8.
-	MaxAttempts int
+	// MaxAge is the operator's age limit of pending events: Poll drops a
+	// pending event added longer ago, with the reason. 0:
+	// $HERMESQ_PRODUCER_MAX_AGE, else none (events wait however long).
+	MaxAge time.Duration
 	// Retention is how long delivered and dropped events are kept (to be
 	// listed, and so that adding the same event again is recognised).
-	// 0: 7 days.
+	// Rejected events are kept until dropped. 0: 7 days.
 	Retention time.Duration
 	// Coalesce makes Poll offer the ready events of one session and target
-	// as one offer with a part each (see Coalesce).
+	// as one offer with a part each (see Coalesce), cut into groups that
+	// fit the host's payload limit.
 	Coalesce bool
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
@@ -73,7 +85,8 @@ const OutboxFile = "outbox.db"
 const (
 	StatePending   = "pending"
 	StateDelivered = "delivered"
-	StateDropped   = "dropped"
+	StateRejected  = "rejected" // invalid, kept with the reason until an operator drops it
+	StateDropped   = "dropped"  // by an operator (or, in old outboxes, by the old retry policy)
 )
 
 // ErrLocked is returned when the outbox file stayed locked by another
@@ -105,8 +118,17 @@ type Entry struct {
 	Attempts  int       `json:"attempts"`
 	AddedAt   time.Time `json:"added_at"`
 	SettledAt time.Time `json:"settled_at,omitzero"`
-	Reason    string    `json:"reason,omitempty"`
+	// Reason is why the event was last refused (pending: it waits after a
+	// refusal), rejected or dropped.
+	Reason string `json:"reason,omitempty"`
+	// RefusedAt is when the store last refused it; NotBefore when it may be
+	// offered again.
+	RefusedAt time.Time `json:"refused_at,omitzero"`
+	NotBefore time.Time `json:"not_before,omitzero"`
 }
+
+// Waiting reports whether e is pending after a refusal.
+func (e Entry) Waiting() bool { return e.State == StatePending && !e.RefusedAt.IsZero() }
 
 // Buckets of the outbox file.
 var (
@@ -129,14 +151,18 @@ func OpenOutbox(dir string, opts OutboxOptions) (*Outbox, error) {
 		}
 		opts.Lease = d
 	}
-	if opts.Lease < 0 || opts.LockWait < 0 || opts.MaxAttempts < 0 || opts.Retention < 0 {
-		return nil, fmt.Errorf("outbox: negative lease, lock wait, attempts or retention")
+	if opts.MaxAge == 0 {
+		d, err := MaxAgeFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		opts.MaxAge = d
+	}
+	if opts.Lease < 0 || opts.LockWait < 0 || opts.MaxAge < 0 || opts.Retention < 0 {
+		return nil, fmt.Errorf("outbox: negative lease, lock wait, age limit or retention")
 	}
 	if opts.LockWait == 0 {
 		opts.LockWait = 10 * time.Second
-	}
-	if opts.MaxAttempts == 0 {
-		opts.MaxAttempts = 8
 	}
 	if opts.Retention == 0 {
 		opts.Retention = 7 * 24 * time.Hour
@@ -282,7 +308,7 @@ func (e Event) Validate() error {
 
 // Add records an event as pending. It returns false, and changes nothing,
 // when the outbox already holds an event of that session and identity
-// (pending, delivered or dropped): the first one recorded wins.
+// (pending, delivered, rejected or dropped): the first one recorded wins.
 func (o *Outbox) Add(ctx context.Context, ev Event) (added bool, err error) {
 	n, err := o.AddAll(ctx, []Event{ev})
 	return n == 1, err
@@ -342,13 +368,15 @@ func newClaim() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Poll claims up to max ready events, oldest first, and returns them as
-// offers: one per event, or with Coalesce one per session and target with
-// a part each. Each claim counts an attempt. It also forgets delivered and
-// dropped events older than the retention.
-func (o *Outbox) Poll(ctx context.Context, max int) ([]Offer, error) {
-	if max <= 0 {
-		return nil, fmt.Errorf("outbox: poll: max %d is not positive", max)
+// Poll claims up to req.Max ready events, oldest first, and returns them
+// as offers: one per event, or with Coalesce one per session and target
+// with a part each, cut to fit req.PayloadLimit. Each claim counts an
+// attempt. It also forgets delivered and dropped events older than the
+// retention, and drops pending events older than the age limit (MaxAge).
+func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
+	limit := req.Max
+	if limit <= 0 {
+		return nil, fmt.Errorf("outbox: poll: max %d is not positive", limit)
 	}
 	now := o.now()
 	var offers []Offer
@@ -360,7 +388,7 @@ func (o *Outbox) Poll(ctx context.Context, max int) ([]Offer, error) {
 		var ready []*Entry
 		var keys [][]byte
 		c := tx.Bucket(bucketPending).Cursor()
-		for k, v := c.First(); k != nil && len(ready) < max; k, v = c.Next() {
+		for k, v := c.First(); k != nil && len(ready) < limit; k, v = c.Next() {
 			e, err := getEntry(tx, v)
 			if err != nil {
 				return err
@@ -368,7 +396,13 @@ func (o *Outbox) Poll(ctx context.Context, max int) ([]Offer, error) {
 			if e == nil || e.State != StatePending {
 				continue
 			}
-			if e.Claim != "" && now.Before(e.ClaimedAt.Add(o.opts.Lease)) {
+			if o.opts.MaxAge > 0 && now.Sub(e.AddedAt) > o.opts.MaxAge && (e.Claim == "" || !now.Before(e.ClaimedAt.Add(o.opts.Lease))) {
+				if err := o.expire(tx, v, e, now); err != nil {
+					return err
+				}
+				continue
+			}
+			if e.Claim != "" && now.Before(e.ClaimedAt.Add(o.opts.Lease)) || now.Before(e.NotBefore) {
 				continue
 			}
 			ready = append(ready, e)
@@ -383,7 +417,7 @@ func (o *Outbox) Poll(ctx context.Context, max int) ([]Offer, error) {
 		}
 		var groups [][]int
 		if o.opts.Coalesce {
-			groups = coalesceIndexes(events)
+			groups = coalesceIndexes(events, req.PayloadLimit)
 		} else {
 			for i := range events {
 				groups = append(groups, []int{i})
@@ -394,6 +428,7 @@ func (o *Outbox) Poll(ctx context.Context, max int) ([]Offer, error) {
 			claim := newClaim()
 			var gkeys [][]byte
 			var gevents []Event
+			attempts := 0
 			for _, i := range g {
 				e := ready[i]
 				if e.Claim != "" {
@@ -403,6 +438,7 @@ func (o *Outbox) Poll(ctx context.Context, max int) ([]Offer, error) {
 				}
 				e.Claim, e.ClaimedAt = claim, now
 				e.Attempts++
+				attempts = max(attempts, e.Attempts)
 				if err := putEntry(tx, keys[i], e); err != nil {
 					return err
 				}
@@ -416,7 +452,9 @@ func (o *Outbox) Poll(ctx context.Context, max int) ([]Offer, error) {
 			if err := claims.Put([]byte(claim), b); err != nil {
 				return err
 			}
-			offers = append(offers, makeOffer(gevents, claim, o.opts.Coalesce))
+			offer := makeOffer(gevents, claim, o.opts.Coalesce)
+			offer.Attempts = attempts
+			offers = append(offers, offer)
 		}
 		return nil
 	})
@@ -453,6 +491,41 @@ func forgetClaimed(claims *bolt.Bucket, claim string, key []byte) error {
 	return claims.Put([]byte(claim), b)
 }
 
+// expire drops pending event e (at key) for being older than the age
+// limit.
+func (o *Outbox) expire(tx *bolt.Tx, key []byte, e *Entry, now time.Time) error {
+	if e.Claim != "" {
+		if err := forgetClaimed(tx.Bucket(bucketClaims), e.Claim, key); err != nil {
+			return err
+		}
+	}
+	reason := fmt.Sprintf("older than the age limit producer_max_age (%s)", o.opts.MaxAge)
+	if e.Reason != "" {
+		reason += "; last refused: " + e.Reason
+	}
+	return o.finish(tx, key, e, StateDropped, reason, now)
+}
+
+// finish ends pending (or rejected) event e, at key, in state (delivered,
+// rejected or dropped) with the reason.
+func (o *Outbox) finish(tx *bolt.Tx, key []byte, e *Entry, state, reason string, now time.Time) error {
+	e.Claim, e.ClaimedAt, e.NotBefore = "", time.Time{}, time.Time{}
+	if reason != "" {
+		e.Reason = reason
+	}
+	e.State, e.SettledAt = state, now
+	if err := tx.Bucket(bucketPending).Delete(seqKey(e.Seq)); err != nil {
+		return err
+	}
+	if state != StateRejected { // rejected events stay until an operator drops them
+		sk := append(seqKey(uint64(now.UnixNano())), seqKey(e.Seq)...)
+		if err := tx.Bucket(bucketSettled).Put(sk, key); err != nil {
+			return err
+		}
+	}
+	return putEntry(tx, key, e)
+}
+
 // prune forgets delivered and dropped events settled before the retention.
 func (o *Outbox) prune(tx *bolt.Tx, now time.Time) error {
 	cutoff := uint64(now.Add(-o.opts.Retention).UnixNano())
@@ -469,14 +542,14 @@ func (o *Outbox) prune(tx *bolt.Tx, now time.Time) error {
 	return nil
 }
 
-// Settle ends a claim. complete: the claim's events are delivered.
-// release: they are ready again, or dropped when they used up their
-// attempts. defer: they are ready again and the attempt is refunded. drop:
-// they are dropped with the reason. ErrUnknownClaim when the outbox holds no
+// Settle ends a claim. complete: the claim's events are delivered. retry:
+// they stay pending with the reason, ready again at s.NotBefore. reject:
+// they are rejected with the reason. Identities named in s.Delivered are
+// delivered whatever the action. ErrUnknownClaim when the outbox holds no
 // event under that claim.
-func (o *Outbox) Settle(ctx context.Context, claim string, action Action, reason string) error {
-	if _, ok := actionNames[action]; !ok {
-		return fmt.Errorf("outbox: settle: unknown action %d", int(action))
+func (o *Outbox) Settle(ctx context.Context, claim string, s Settlement) error {
+	if _, ok := actionNames[s.Action]; !ok {
+		return fmt.Errorf("outbox: settle: unknown action %d", int(s.Action))
 	}
 	now := o.now()
 	err := o.update(ctx, func(tx *bolt.Tx) error {
@@ -502,36 +575,21 @@ func (o *Outbox) Settle(ctx context.Context, claim string, action Action, reason
 				continue
 			}
 			held++
-			e.Claim, e.ClaimedAt = "", time.Time{}
-			state := StatePending
+			action := s.Action
+			if slices.Contains(s.Delivered, e.Identity) {
+				action = Complete
+			}
 			switch action {
 			case Complete:
-				state = StateDelivered
-			case Drop:
-				state, e.Reason = StateDropped, reason
-			case Release:
-				e.Reason = reason
-				if e.Attempts >= o.opts.MaxAttempts {
-					state = StateDropped
-					e.Reason = fmt.Sprintf("released after %d attempts: %s", e.Attempts, reason)
-				}
-			case Defer:
-				e.Reason = reason
-				if e.Attempts > 0 {
-					e.Attempts--
-				}
+				err = o.finish(tx, key, e, StateDelivered, "", now)
+			case Reject:
+				err = o.finish(tx, key, e, StateRejected, s.Reason, now)
+			case Retry:
+				e.Claim, e.ClaimedAt = "", time.Time{}
+				e.Reason, e.RefusedAt, e.NotBefore = s.Reason, now, s.NotBefore.UTC()
+				err = putEntry(tx, key, e)
 			}
-			if state != StatePending {
-				e.State, e.SettledAt = state, now
-				if err := tx.Bucket(bucketPending).Delete(seqKey(e.Seq)); err != nil {
-					return err
-				}
-				sk := append(seqKey(uint64(now.UnixNano())), seqKey(e.Seq)...)
-				if err := tx.Bucket(bucketSettled).Put(sk, key); err != nil {
-					return err
-				}
-			}
-			if err := putEntry(tx, key, e); err != nil {
+			if err != nil {
 				return err
 			}
 		}
@@ -541,7 +599,68 @@ func (o *Outbox) Settle(ctx context.Context, claim string, action Action, reason
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("outbox: settle %s %s: %w", action, claim, err)
+		return fmt.Errorf("outbox: settle %s %s: %w", s.Action, claim, err)
+	}
+	return nil
+}
+
+// ErrNoEvent is returned by Drop for a sequence number the outbox does not
+// hold, or holds delivered.
+var ErrNoEvent = errors.New("no such pending or rejected event")
+
+// Drop is the operator's decision to give up events: the pending or
+// rejected events with the given sequence numbers (Entry.Seq) are dropped
+// with the reason, in one write. A sequence number of no such event
+// refuses the whole call (ErrNoEvent), nothing written. A claimed event is
+// dropped too: the host's later settle of it changes nothing.
+func (o *Outbox) Drop(ctx context.Context, seqs []uint64, reason string) error {
+	now := o.now()
+	err := o.update(ctx, func(tx *bolt.Tx) error {
+		byseq := map[uint64][]byte{}
+		err := tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+			var e Entry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			if e.State == StatePending || e.State == StateRejected {
+				byseq[e.Seq] = bytes.Clone(k)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, seq := range seqs {
+			if byseq[seq] == nil {
+				return fmt.Errorf("event %d: %w", seq, ErrNoEvent)
+			}
+		}
+		for _, seq := range seqs {
+			key := byseq[seq]
+			e, err := getEntry(tx, key)
+			if err != nil {
+				return err
+			}
+			if e.State == StateDropped { // named twice
+				continue
+			}
+			if e.Claim != "" {
+				if err := forgetClaimed(tx.Bucket(bucketClaims), e.Claim, key); err != nil {
+					return err
+				}
+			}
+			r := reason
+			if e.Reason != "" {
+				r += "; last refused: " + e.Reason
+			}
+			if err := o.finish(tx, key, e, StateDropped, r, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("outbox: drop: %w", err)
 	}
 	return nil
 }
@@ -569,19 +688,32 @@ func (o *Outbox) Entries(ctx context.Context) ([]Entry, error) {
 
 // Counts is how many events an outbox holds in each state.
 type Counts struct {
-	Pending   int `json:"pending"`
-	Claimed   int `json:"claimed"` // pending events under a claim
-	Delivered int `json:"delivered"`
-	Dropped   int `json:"dropped"`
+	Pending int `json:"pending"`
+	Claimed int `json:"claimed"` // pending events under a claim
+	// Waiting counts the pending events the store refused (they wait for
+	// their not-before time); OldestWaiting is when the oldest of them was
+	// added, LastReason the reason of the latest refusal.
+	Waiting       int       `json:"waiting"`
+	OldestWaiting time.Time `json:"oldest_waiting,omitzero"`
+	LastReason    string    `json:"last_reason,omitempty"`
+	Rejected      int       `json:"rejected"`
+	Delivered     int       `json:"delivered"`
+	Dropped       int       `json:"dropped"`
 }
 
 // Count returns how many events the outbox holds in each state.
 func (o *Outbox) Count(ctx context.Context) (Counts, error) {
-	var c Counts
 	es, err := o.Entries(ctx)
 	if err != nil {
-		return c, err
+		return Counts{}, err
 	}
+	return CountEntries(es), nil
+}
+
+// CountEntries counts entries by state.
+func CountEntries(es []Entry) Counts {
+	var c Counts
+	var lastRefused time.Time
 	for _, e := range es {
 		switch e.State {
 		case StatePending:
@@ -589,11 +721,22 @@ func (o *Outbox) Count(ctx context.Context) (Counts, error) {
 			if e.Claim != "" {
 				c.Claimed++
 			}
+			if e.Waiting() {
+				c.Waiting++
+				if c.OldestWaiting.IsZero() || e.AddedAt.Before(c.OldestWaiting) {
+					c.OldestWaiting = e.AddedAt
+				}
+				if !e.RefusedAt.Before(lastRefused) {
+					lastRefused, c.LastReason = e.RefusedAt, e.Reason
+				}
+			}
 		case StateDelivered:
 			c.Delivered++
+		case StateRejected:
+			c.Rejected++
 		case StateDropped:
 			c.Dropped++
 		}
 	}
-	return c, nil
+	return c
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +44,7 @@ func add(t *testing.T, ob *producer.Outbox, session, id, text string) {
 
 func poll(t *testing.T, ob *producer.Outbox, max int) []producer.Offer {
 	t.Helper()
-	offers, err := ob.Poll(context.Background(), max)
+	offers, err := ob.Poll(context.Background(), producer.PollRequest{Max: max})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestOutboxAddKeepsTheFirst(t *testing.T) {
 }
 
 func TestOutboxClaimLeaseAndActions(t *testing.T) {
-	ob, c := openOutbox(t, producer.OutboxOptions{Lease: time.Minute, MaxAttempts: 2})
+	ob, c := openOutbox(t, producer.OutboxOptions{Lease: time.Minute, Retention: time.Hour})
 	ctx := context.Background()
 	add(t, ob, "s1", "A", "alpha")
 	add(t, ob, "s2", "B", "bravo")
@@ -118,7 +120,7 @@ func TestOutboxClaimLeaseAndActions(t *testing.T) {
 		t.Fatalf("claimed events offered again within the lease: %+v", again)
 	}
 	// A's host dies: after the lease A is offered again with a new claim.
-	if err := ob.Settle(ctx, offers[1].Claim, producer.Complete, ""); err != nil {
+	if err := ob.Settle(ctx, offers[1].Claim, producer.Settlement{Action: producer.Complete}); err != nil {
 		t.Fatal(err)
 	}
 	c.t = c.t.Add(time.Minute)
@@ -126,42 +128,147 @@ func TestOutboxClaimLeaseAndActions(t *testing.T) {
 	if len(re) != 1 || re[0].Identities[0] != "A" || re[0].Claim == offers[0].Claim {
 		t.Fatalf("after the lease: %+v, want A under a new claim", re)
 	}
-	if err := ob.Settle(ctx, offers[0].Claim, producer.Complete, ""); !errors.Is(err, producer.ErrUnknownClaim) {
+	if err := ob.Settle(ctx, offers[0].Claim, producer.Settlement{Action: producer.Complete}); !errors.Is(err, producer.ErrUnknownClaim) {
 		t.Fatalf("settle of the expired claim: %v, want ErrUnknownClaim", err)
 	}
 	e := entries(t, ob)
 	if e["A"].Attempts != 2 || e["A"].State != producer.StatePending || e["B"].State != producer.StateDelivered {
 		t.Fatalf("entries %+v", e)
 	}
-	// defer refunds the attempt; release counts it and drops at MaxAttempts.
-	if err := ob.Settle(ctx, re[0].Claim, producer.Defer, "store down"); err != nil {
-		t.Fatal(err)
-	}
-	if got := entries(t, ob)["A"].Attempts; got != 1 {
-		t.Fatalf("attempts after defer %d, want 1", got)
-	}
-	re = poll(t, ob, 10)
-	if err := ob.Settle(ctx, re[0].Claim, producer.Release, "conflict"); err != nil {
-		t.Fatal(err)
-	}
-	a := entries(t, ob)["A"]
-	if a.State != producer.StateDropped || a.Reason == "" {
-		t.Fatalf("A after release at max attempts: %+v, want dropped with a reason", a)
-	}
-	if len(poll(t, ob, 10)) != 0 {
-		t.Fatal("a dropped event was offered")
+	// Retry, however often, keeps A pending with the reason, not offered
+	// before its not-before time.
+	for n := range 20 {
+		nb := c.t.Add(time.Duration(n+1) * time.Second)
+		if err := ob.Settle(ctx, re[0].Claim, producer.Settlement{Action: producer.Retry, Reason: "session not found", NotBefore: nb}); err != nil {
+			t.Fatal(err)
+		}
+		a := entries(t, ob)["A"]
+		if a.State != producer.StatePending || a.Reason != "session not found" || !a.NotBefore.Equal(nb) || !a.Waiting() {
+			t.Fatalf("A after retry %d: %+v, want pending, waiting until %s with the reason", n, a, nb)
+		}
+		if got := poll(t, ob, 10); len(got) != 0 {
+			t.Fatalf("A offered before its not-before time: %+v", got)
+		}
+		c.t = nb
+		re = poll(t, ob, 10)
+		if len(re) != 1 || re[0].Attempts != n+3 {
+			t.Fatalf("at its not-before time: %+v, want A offered, attempt %d", re, n+3)
+		}
 	}
 	counts, err := ob.Count(ctx)
-	if err != nil || counts != (producer.Counts{Delivered: 1, Dropped: 1}) {
+	if err != nil || counts.Pending != 1 || counts.Waiting != 1 || counts.Claimed != 1 || counts.LastReason != "session not found" || counts.Dropped != 0 {
 		t.Fatalf("counts %+v, %v", counts, err)
+	}
+	if err := ob.Settle(ctx, re[0].Claim, producer.Settlement{Action: producer.Complete}); err != nil {
+		t.Fatal(err)
 	}
 	add(t, ob, "s1", "C", "charlie")
 	re = poll(t, ob, 10)
-	if err := ob.Settle(ctx, re[0].Claim, producer.Drop, "invalid: bad session"); err != nil {
+	if err := ob.Settle(ctx, re[0].Claim, producer.Settlement{Action: producer.Reject, Reason: "invalid: bad session"}); err != nil {
 		t.Fatal(err)
 	}
-	if c := entries(t, ob)["C"]; c.State != producer.StateDropped || c.Reason != "invalid: bad session" {
+	if c := entries(t, ob)["C"]; c.State != producer.StateRejected || c.Reason != "invalid: bad session" {
 		t.Fatalf("C %+v", c)
+	}
+	if got := poll(t, ob, 10); len(got) != 0 {
+		t.Fatalf("a rejected event was offered: %+v", got)
+	}
+	// Rejected events outlive the retention; the operator drops them.
+	c.t = c.t.Add(30 * 24 * time.Hour)
+	poll(t, ob, 10)
+	cc := entries(t, ob)["C"]
+	if cc.State != producer.StateRejected {
+		t.Fatalf("C after a month: %+v, want kept as rejected", cc)
+	}
+	if err := ob.Drop(ctx, []uint64{cc.Seq, 99}, "dropped by the operator"); !errors.Is(err, producer.ErrNoEvent) {
+		t.Fatalf("drop of an unknown seq: %v, want ErrNoEvent", err)
+	}
+	if err := ob.Drop(ctx, []uint64{cc.Seq}, "dropped by the operator"); err != nil {
+		t.Fatal(err)
+	}
+	if c := entries(t, ob)["C"]; c.State != producer.StateDropped || c.Reason != "dropped by the operator; last refused: invalid: bad session" {
+		t.Fatalf("C after drop: %+v", c)
+	}
+	counts, err = ob.Count(ctx)
+	if err != nil || counts != (producer.Counts{Dropped: 1}) {
+		t.Fatalf("counts %+v, %v (A and B forgotten after the retention)", counts, err)
+	}
+}
+
+// A split group: the identities admitted are delivered, the rest retried.
+func TestOutboxSettleDelivered(t *testing.T) {
+	ob, _ := openOutbox(t, producer.OutboxOptions{Coalesce: true})
+	ctx := context.Background()
+	add(t, ob, "s1", "A", "alpha")
+	add(t, ob, "s1", "B", "bravo")
+	offers := poll(t, ob, 10)
+	if len(offers) != 1 || len(offers[0].Parts) != 2 {
+		t.Fatalf("offers %+v", offers)
+	}
+	if err := ob.Settle(ctx, offers[0].Claim, producer.Settlement{Action: producer.Retry, Reason: "forbidden", Delivered: []string{"A"}}); err != nil {
+		t.Fatal(err)
+	}
+	e := entries(t, ob)
+	if e["A"].State != producer.StateDelivered || e["B"].State != producer.StatePending || e["B"].Reason != "forbidden" {
+		t.Fatalf("entries %+v", e)
+	}
+}
+
+// The operator's age limit drops pending events older than it, with the
+// reason; without one, events wait however long.
+func TestOutboxMaxAge(t *testing.T) {
+	for _, maxAge := range []time.Duration{0, 48 * time.Hour} {
+		ob, c := openOutbox(t, producer.OutboxOptions{MaxAge: maxAge})
+		ctx := context.Background()
+		add(t, ob, "s1", "A", "alpha")
+		re := poll(t, ob, 10)
+		if err := ob.Settle(ctx, re[0].Claim, producer.Settlement{Action: producer.Retry, Reason: "forbidden", NotBefore: c.t.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		c.t = c.t.Add(72 * time.Hour)
+		got := poll(t, ob, 10)
+		a := entries(t, ob)["A"]
+		if maxAge == 0 {
+			if len(got) != 1 || a.State != producer.StatePending {
+				t.Fatalf("no age limit: %+v, %+v, want A offered", got, a)
+			}
+			continue
+		}
+		if len(got) != 0 || a.State != producer.StateDropped || !strings.Contains(a.Reason, "producer_max_age") || !strings.Contains(a.Reason, "forbidden") {
+			t.Fatalf("past the age limit: %+v, %+v, want A dropped with the reason", got, a)
+		}
+	}
+}
+
+// Coalesce cuts a session's group so its composed payload fits the limit,
+// and ComposedSize is the size the store composes (held to
+// backend.ComposeParts by the host's tests).
+func TestCoalesceFitsTheLimit(t *testing.T) {
+	var evs []producer.Event
+	for i := range 256 {
+		evs = append(evs, producer.Event{Session: "s1", Identity: fmt.Sprintf("id-%03d", i), Text: strings.Repeat("x\"", 700)})
+	}
+	const limit = 1 << 20
+	offers := producer.Coalesce(evs, limit, func(i int) string { return fmt.Sprint(i) })
+	if len(offers) < 2 {
+		t.Fatalf("%d offers, want the group cut", len(offers))
+	}
+	n := 0
+	for _, o := range offers {
+		var g []producer.Event
+		for _, p := range o.Parts {
+			g = append(g, producer.Event{Session: "s1", Identity: p.Identity, Text: p.Text})
+		}
+		if sz := producer.ComposedSize(g); sz > limit {
+			t.Errorf("offer of %d parts composes %d bytes, more than %d", len(g), sz, limit)
+		}
+		n += len(o.Parts)
+	}
+	if n != 256 {
+		t.Fatalf("%d parts offered, want 256", n)
+	}
+	if got := producer.Coalesce(evs, 0, func(i int) string { return "" }); len(got) != 1 {
+		t.Fatalf("no limit: %d offers, want 1", len(got))
 	}
 }
 
@@ -187,7 +294,7 @@ func TestOutboxCoalescesASessionsEvents(t *testing.T) {
 		got.Parts[1].Identity != "B" || got.Parts[1].Text != "bravo" || len(got.Identities) != 0 {
 		t.Fatalf("group %+v", got)
 	}
-	if err := ob.Settle(ctx, got.Claim, producer.Complete, ""); err != nil {
+	if err := ob.Settle(ctx, got.Claim, producer.Settlement{Action: producer.Complete}); err != nil {
 		t.Fatal(err)
 	}
 	e := entries(t, ob)
@@ -207,7 +314,7 @@ func TestOutboxRetention(t *testing.T) {
 	ob, c := openOutbox(t, producer.OutboxOptions{Retention: time.Hour})
 	add(t, ob, "s1", "A", "alpha")
 	offers := poll(t, ob, 1)
-	if err := ob.Settle(context.Background(), offers[0].Claim, producer.Complete, ""); err != nil {
+	if err := ob.Settle(context.Background(), offers[0].Claim, producer.Settlement{Action: producer.Complete}); err != nil {
 		t.Fatal(err)
 	}
 	c.t = c.t.Add(2 * time.Hour)
@@ -247,5 +354,53 @@ func TestOutboxThroughProducertest(t *testing.T) {
 		if err != nil || counts != (producer.Counts{Delivered: 3}) {
 			t.Fatalf("coalesce %v: counts %+v, %v", co, counts, err)
 		}
+	}
+}
+
+// An outbox written before the rejected state holds events dropped by the
+// old retry policy (state dropped, no refusal time) and pending events
+// released by it (a reason, no not-before time): they are read as they
+// are: the dropped ones listed and counted, never offered; the pending
+// ones offered at once.
+func TestOutboxReadsOldDroppedEvents(t *testing.T) {
+	ob, _ := openOutbox(t, producer.OutboxOptions{})
+	db, err := bolt.Open(ob.Path(), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]string{
+		"s1\x00OLD":  `{"session":"s1","target":"s1","identity":"OLD","text":"old","seq":1,"state":"dropped","attempts":8,"added_at":"2025-01-02T03:04:05Z","settled_at":"2025-01-02T03:04:06Z","reason":"released after 8 attempts: forbidden"}`,
+		"s1\x00KEPT": `{"session":"s1","target":"s1","identity":"KEPT","text":"kept","seq":2,"state":"pending","attempts":3,"added_at":"2025-01-02T03:04:05Z","reason":"conflict"}`,
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		ev, _ := tx.CreateBucketIfNotExists([]byte("events"))
+		pending, _ := tx.CreateBucketIfNotExists([]byte("pending"))
+		for k, v := range old {
+			if err := ev.Put([]byte(k), []byte(v)); err != nil {
+				return err
+			}
+		}
+		_ = ev.SetSequence(2)
+		return pending.Put([]byte{0, 0, 0, 0, 0, 0, 0, 2}, []byte("s1\x00KEPT"))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := ob.Count(context.Background())
+	if err != nil || counts.Dropped != 1 || counts.Pending != 1 || counts.Waiting != 0 {
+		t.Fatalf("counts %+v, %v", counts, err)
+	}
+	offers := poll(t, ob, 10)
+	if len(offers) != 1 || offers[0].Identities[0] != "KEPT" || offers[0].Attempts != 4 {
+		t.Fatalf("offers %+v, want KEPT alone, attempt 4", offers)
+	}
+	if e := entries(t, ob)["OLD"]; e.State != producer.StateDropped || e.Reason == "" {
+		t.Fatalf("OLD %+v", e)
+	}
+	if err := ob.Drop(context.Background(), []uint64{1}, "again"); !errors.Is(err, producer.ErrNoEvent) {
+		t.Fatalf("drop of an event already dropped: %v, want ErrNoEvent", err)
 	}
 }

@@ -21,7 +21,9 @@
 // hermesq (the host) starts every hermesq-producer-NAME binary of its
 // plugin directory over go-plugin's gRPC transport with mutual TLS, and
 // loops: Poll → admit every offer → Settle(claim, complete) once the
-// admission is durable. A host that dies between the admit and the settle
+// admission is durable, Settle(claim, retry) with a not-before time when
+// the store refused it for a reason that may pass, Settle(claim, reject)
+// when it is invalid. A host that dies between the admit and the settle
 // leaves the claim unsettled; when its lease runs out the events are offered
 // again and resolve to the admissions already made (a duplicate is a
 // success), so no event is lost and none runs twice.
@@ -56,14 +58,53 @@ import (
 // Producer is what a plugin implements. Both methods may be called
 // concurrently with each other (the host polls one plugin from one
 // goroutine, but a settle of an earlier poll may overlap a new poll).
+//
+// The host bounds every call: a Poll or Settle that has not returned
+// within its deadline (producer_poll_deadline, producer_settle_deadline;
+// 30 s each by default) gets the plugin killed and started again with
+// backoff, as a crash does; its claims stay taken until their lease runs
+// out, then their events are offered again.
+//
+// An error returned by Poll is logged by the host on one line and the
+// plugin is polled again with backoff (1 s doubling to 30 s), without a
+// restart; with producers run --once, a plugin whose polls failed three
+// times in a row is reported failed (exit 8). An error wrapped with
+// Permanent says that no retry can mend it (bad configuration): the host
+// shows its message, does not start the plugin again, and producers run
+// exits 8.
 type Producer interface {
-	// Poll claims up to max ready events (parts, counted one per identity)
-	// and returns them as offers, each with its own claim token. It
-	// returns no offer, not an error, when nothing is ready.
-	Poll(ctx context.Context, max int) ([]Offer, error)
-	// Settle ends the claim of one offer with an action. reason says why
-	// (for drop and release); it may be empty.
-	Settle(ctx context.Context, claim string, action Action, reason string) error
+	// Poll claims up to req.Max ready events (parts, counted one per
+	// identity) and returns them as offers, each with its own claim
+	// token. It returns no offer, not an error, when nothing is ready.
+	// An event told to wait (Settlement.NotBefore) is not ready before
+	// that time.
+	Poll(ctx context.Context, req PollRequest) ([]Offer, error)
+	// Settle ends the claim of one offer.
+	Settle(ctx context.Context, claim string, s Settlement) error
+}
+
+// PollRequest is what the host asks of a poll.
+type PollRequest struct {
+	// Max is how many events (parts, one per identity) the host takes at
+	// most.
+	Max int
+	// PayloadLimit is the store's payload limit in bytes: an offer with
+	// parts should compose a payload no larger (see Coalesce). 0: unknown.
+	PayloadLimit int
+}
+
+// Settlement is how the host ends a claim.
+type Settlement struct {
+	Action Action
+	// Reason says why the events are retried or rejected.
+	Reason string
+	// NotBefore (Retry): the events are not offered again before this.
+	NotBefore time.Time
+	// Delivered names identities of the offer that are admitted even
+	// though the offer as a whole is retried or rejected (a group split
+	// to fit the payload limit, of which some smaller groups went in):
+	// they are delivered.
+	Delivered []string
 }
 
 // Offer is one group of events of one session, offered for admission.
@@ -79,6 +120,10 @@ type Offer struct {
 	Payload    json.RawMessage // without Parts: a JSON object with a "text" member (instead of Text)
 	Parts      []Part          // one per event
 	Claim      string          // names this offer in Settle
+	// Attempts is how many times the offer's events have been offered,
+	// this time included (the most among them); 0: not counted. The host
+	// spaces retries by it.
+	Attempts int
 }
 
 // Part is one event of an offer: its identity and its own text or payload.
@@ -108,18 +153,19 @@ const (
 	// Complete: the events are admitted (or were already: a duplicate);
 	// they are delivered and never offered again.
 	Complete Action = iota + 1
-	// Release: the attempt failed; the events are offered again, and
-	// dropped once they have used up their attempts.
-	Release
-	// Defer: not now (the store is unavailable); the events are offered
-	// again and the attempt is refunded.
-	Defer
-	// Drop: the events can never be admitted (invalid); they are dropped
-	// with the reason.
-	Drop
+	// Retry: the store refused the events for a reason that may pass (the
+	// session is not open yet, a grant is missing, the store is
+	// unavailable); they stay pending with the reason and are offered
+	// again from Settlement.NotBefore. An event is never dropped for
+	// being retried.
+	Retry
+	// Reject: the events can never be admitted as they are (invalid); they
+	// are kept as rejected with the reason, never offered again, until an
+	// operator drops them.
+	Reject
 )
 
-var actionNames = map[Action]string{Complete: "complete", Release: "release", Defer: "defer", Drop: "drop"}
+var actionNames = map[Action]string{Complete: "complete", Retry: "retry", Reject: "reject"}
 
 func (a Action) String() string {
 	if s, ok := actionNames[a]; ok {
@@ -127,6 +173,25 @@ func (a Action) String() string {
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }
+
+// ErrPermanent marks a plugin failure no restart can mend (see Permanent).
+var ErrPermanent = errors.New("permanent failure")
+
+// Permanent wraps err as a failure no retry or restart can mend, such as
+// a bad configuration: returned by Poll (or served by plugin.Fail), the
+// host shows err's message, does not start the plugin again, and
+// producers run exits 8.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() []error { return []error{e.err, ErrPermanent} }
 
 // ErrUnknownClaim is returned by Settle for a claim the producer does not
 // hold: never issued, already settled, or taken over by a later poll after
@@ -140,6 +205,10 @@ const (
 	EnvName     = "HERMESQ_PRODUCER_NAME"  // the plugin's name: NAME of hermesq-producer-NAME
 	EnvStateDir = "HERMESQ_PRODUCER_STATE" // the plugin's own state folder (created 0700)
 	EnvLease    = "HERMESQ_PRODUCER_LEASE" // the claim lease as a Go duration, e.g. 5m0s
+	// EnvMaxAge is the operator's age limit of pending events as a Go
+	// duration (producer_max_age; unset: none): an older pending event is
+	// dropped by the outbox, the only way besides producers outbox drop.
+	EnvMaxAge = "HERMESQ_PRODUCER_MAX_AGE"
 	// EnvConfig is the plugin's own settings, hermesq's config key
 	// producers.NAME.config, as a JSON object (unset when there are none).
 	// Keys arrive in lower case, as hermesq's config reader folds them.
@@ -164,6 +233,20 @@ func LeaseFromEnv() (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("producer: %s=%q: want a positive duration such as 5m", EnvLease, s)
+	}
+	return d, nil
+}
+
+// MaxAgeFromEnv is the age limit of pending events the host configured
+// ($HERMESQ_PRODUCER_MAX_AGE), or 0: none.
+func MaxAgeFromEnv() (time.Duration, error) {
+	s := os.Getenv(EnvMaxAge)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("producer: %s=%q: want a positive duration such as 720h", EnvMaxAge, s)
 	}
 	return d, nil
 }

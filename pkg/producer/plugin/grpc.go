@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -40,9 +41,12 @@ func (s *grpcServer) Poll(ctx context.Context, req *pb.PollRequest) (*pb.PollRes
 	if req.Max <= 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "poll: max %d is not positive", req.Max)
 	}
-	offers, err := s.impl.Poll(ctx, int(req.Max))
+	offers, err := s.impl.Poll(ctx, producer.PollRequest{Max: int(req.Max), PayloadLimit: int(req.PayloadLimit)})
+	if errors.Is(err, producer.ErrPermanent) {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "poll: %v", err)
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	resp := &pb.PollResponse{Offers: make([]*pb.Offer, len(offers))}
 	for i, o := range offers {
@@ -56,11 +60,15 @@ func (s *grpcServer) Settle(ctx context.Context, req *pb.SettleRequest) (*pb.Set
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "settle: unknown action %v", req.Action)
 	}
-	if err := s.impl.Settle(ctx, req.Claim, a, req.Reason); err != nil {
+	st := producer.Settlement{Action: a, Reason: req.Reason, Delivered: req.Delivered}
+	if req.NotBeforeUnixNano > 0 {
+		st.NotBefore = time.Unix(0, req.NotBeforeUnixNano).UTC()
+	}
+	if err := s.impl.Settle(ctx, req.Claim, st); err != nil {
 		if errors.Is(err, producer.ErrUnknownClaim) {
-			return nil, status.Errorf(codes.NotFound, "settle: %v", err)
+			return nil, status.Error(codes.NotFound, err.Error())
 		}
-		return nil, status.Errorf(codes.Unavailable, "settle: %v", err)
+		return nil, status.Error(codes.Unavailable, err.Error())
 	}
 	return &pb.SettleResponse{}, nil
 }
@@ -68,10 +76,10 @@ func (s *grpcServer) Settle(ctx context.Context, req *pb.SettleRequest) (*pb.Set
 // grpcClient runs in the host and implements producer.Producer over gRPC.
 type grpcClient struct{ c pb.ProducerClient }
 
-func (c *grpcClient) Poll(ctx context.Context, max int) ([]producer.Offer, error) {
-	resp, err := c.c.Poll(ctx, &pb.PollRequest{Max: int32(max)})
+func (c *grpcClient) Poll(ctx context.Context, req producer.PollRequest) ([]producer.Offer, error) {
+	resp, err := c.c.Poll(ctx, &pb.PollRequest{Max: int32(req.Max), PayloadLimit: int64(req.PayloadLimit)})
 	if err != nil {
-		return nil, rpcError("poll", err)
+		return nil, rpcError(err)
 	}
 	out := make([]producer.Offer, len(resp.Offers))
 	for i, o := range resp.Offers {
@@ -80,43 +88,54 @@ func (c *grpcClient) Poll(ctx context.Context, max int) ([]producer.Offer, error
 	return out, nil
 }
 
-func (c *grpcClient) Settle(ctx context.Context, claim string, a producer.Action, reason string) error {
-	pa, ok := actionToPB[a]
+func (c *grpcClient) Settle(ctx context.Context, claim string, s producer.Settlement) error {
+	pa, ok := actionToPB[s.Action]
 	if !ok {
-		return fmt.Errorf("settle: unknown action %v", a)
+		return fmt.Errorf("unknown action %v", s.Action)
 	}
-	_, err := c.c.Settle(ctx, &pb.SettleRequest{Claim: claim, Action: pa, Reason: reason})
-	if err != nil {
-		return rpcError("settle", err)
+	req := &pb.SettleRequest{Claim: claim, Action: pa, Reason: s.Reason, Delivered: s.Delivered}
+	if !s.NotBefore.IsZero() {
+		req.NotBeforeUnixNano = s.NotBefore.UnixNano()
+	}
+	if _, err := c.c.Settle(ctx, req); err != nil {
+		return rpcError(err)
 	}
 	return nil
 }
 
-// rpcError turns a gRPC status into the plugin's message, with
-// producer.ErrUnknownClaim kept recognisable.
-func rpcError(op string, err error) error {
+// rpcError turns a gRPC status into the plugin's own message (the host
+// names the call), with producer.ErrUnknownClaim, producer.ErrPermanent
+// and a missed deadline (context.DeadlineExceeded) kept recognisable.
+func rpcError(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
-		return fmt.Errorf("%s: %w", op, err)
+		return err
 	}
-	if st.Code() == codes.NotFound {
-		return fmt.Errorf("%s: %s: %w", op, st.Message(), producer.ErrUnknownClaim)
+	switch st.Code() {
+	case codes.NotFound:
+		return fmt.Errorf("%s: %w", st.Message(), producer.ErrUnknownClaim)
+	case codes.FailedPrecondition:
+		return producer.Permanent(errors.New(st.Message()))
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%s: %w", st.Message(), context.DeadlineExceeded)
+	case codes.Canceled:
+		return fmt.Errorf("%s: %w", st.Message(), context.Canceled)
+	case codes.Unavailable:
+		return errors.New(st.Message())
 	}
-	return fmt.Errorf("%s: %s (%s)", op, st.Message(), st.Code())
+	return fmt.Errorf("%s (%s)", st.Message(), st.Code())
 }
 
 var actionToPB = map[producer.Action]pb.Action{
 	producer.Complete: pb.Action_ACTION_COMPLETE,
-	producer.Release:  pb.Action_ACTION_RELEASE,
-	producer.Defer:    pb.Action_ACTION_DEFER,
-	producer.Drop:     pb.Action_ACTION_DROP,
+	producer.Retry:    pb.Action_ACTION_RETRY,
+	producer.Reject:   pb.Action_ACTION_REJECT,
 }
 
 var actionFromPB = map[pb.Action]producer.Action{
 	pb.Action_ACTION_COMPLETE: producer.Complete,
-	pb.Action_ACTION_RELEASE:  producer.Release,
-	pb.Action_ACTION_DEFER:    producer.Defer,
-	pb.Action_ACTION_DROP:     producer.Drop,
+	pb.Action_ACTION_RETRY:    producer.Retry,
+	pb.Action_ACTION_REJECT:   producer.Reject,
 }
 
 func offerToPB(o producer.Offer) *pb.Offer {
@@ -127,6 +146,7 @@ func offerToPB(o producer.Offer) *pb.Offer {
 		Text:       o.Text,
 		Payload:    o.Payload,
 		Claim:      o.Claim,
+		Attempts:   int32(o.Attempts),
 	}
 	for _, p := range o.Parts {
 		out.Parts = append(out.Parts, &pb.Part{Identity: p.Identity, Text: p.Text, Payload: p.Payload})
@@ -141,6 +161,7 @@ func offerFromPB(o *pb.Offer) producer.Offer {
 		Identities: o.Identities,
 		Text:       o.Text,
 		Claim:      o.Claim,
+		Attempts:   int(o.Attempts),
 	}
 	if len(o.Payload) > 0 {
 		out.Payload = o.Payload

@@ -7,12 +7,14 @@
 package plugin
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,8 +27,12 @@ import (
 // Handshake is the go-plugin handshake of producer plugins. ProtocolVersion
 // changes when the wire protocol does; the host refuses a plugin of another
 // version.
+//
+// Version 2: a poll carries the store's payload limit, an offer its
+// attempts, a settle retry or reject (release, defer and drop are gone)
+// with a not-before time; events are never dropped on the host's word.
 var Handshake = goplugin.HandshakeConfig{
-	ProtocolVersion:  1,
+	ProtocolVersion:  2,
 	MagicCookieKey:   "HERMESQ_PRODUCER_PLUGIN",
 	MagicCookieValue: "f4d1c1a0-producer-v1",
 }
@@ -52,6 +58,29 @@ func Serve(p producer.Producer) {
 			Output: stderr,
 		}),
 	})
+}
+
+// Fail serves a plugin that cannot work, such as one whose configuration
+// is wrong: every poll returns err as a permanent failure, so the host
+// shows err's message, does not start the plugin again, and producers run
+// exits 8. Like Serve, it must be called from main, once.
+//
+//	cfg, err := parseConfig(os.Getenv(producer.EnvConfig))
+//	if err != nil {
+//		plugin.Fail(fmt.Errorf("configuration: %w", err))
+//		return
+//	}
+func Fail(err error) { Serve(failed{producer.Permanent(err)}) }
+
+// failed is the Producer of a plugin that cannot work.
+type failed struct{ err error }
+
+func (f failed) Poll(context.Context, producer.PollRequest) ([]producer.Offer, error) {
+	return nil, f.err
+}
+
+func (f failed) Settle(context.Context, string, producer.Settlement) error {
+	return producer.ErrUnknownClaim
 }
 
 // Set is the go-plugin plugin map of producers. A plugin serves impl
@@ -125,8 +154,12 @@ func Start(cmd *exec.Cmd, o StartOptions) (*Client, error) {
 		Stderr:           out,
 		SyncStderr:       out,
 		SyncStdout:       out,
+		// go-plugin also logs the plugin's stderr lines through this
+		// logger (a panic's stack at error level): they already went to
+		// Stderr, so only go-plugin's own messages are kept.
 		Logger: hclog.New(&hclog.LoggerOptions{
-			Name: "go-plugin", Level: hclog.Error, Output: out, DisableTime: true,
+			Name: "go-plugin", Level: hclog.Error, DisableTime: true,
+			Output: &skipNamed{out: out, name: "] go-plugin." + filepath.Base(cmd.Path) + ":"},
 		}),
 	})
 	rpc, err := client.Client()
@@ -145,6 +178,20 @@ func Start(cmd *exec.Cmd, o StartOptions) (*Client, error) {
 		return nil, &StartError{Err: fmt.Errorf("dispensed %T, not a producer", raw), permanent: true}
 	}
 	return &Client{c: client, p: p}, nil
+}
+
+// skipNamed drops the log lines of one sub-logger: hclog writes each
+// line in one Write.
+type skipNamed struct {
+	out  io.Writer
+	name string
+}
+
+func (w *skipNamed) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), w.name) {
+		return len(b), nil
+	}
+	return w.out.Write(b)
 }
 
 // startError classifies a failure to start a plugin.

@@ -20,6 +20,7 @@ package producertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"unicode/utf8"
@@ -57,8 +58,8 @@ func Conn(t testing.TB, impl producer.Producer) producer.Producer {
 //     identities (at most 1024 bytes of UTF-8, none repeated) with either
 //     one text or payload for the group, or a text or payload per part;
 //   - Poll never offers more events than max;
-//   - release and defer make the events ready again (offered by a later
-//     poll) and complete delivers them (never offered again);
+//   - retry makes the events ready again at its not-before time (offered
+//     by a later poll) and complete delivers them (never offered again);
 //   - settling a claim twice, or a claim never issued, fails.
 func Run(t *testing.T, impl producer.Producer) {
 	t.Helper()
@@ -70,7 +71,7 @@ func check(t *testing.T, p producer.Producer) {
 	t.Helper()
 	ctx := context.Background()
 
-	first, err := p.Poll(ctx, 1)
+	first, err := p.Poll(ctx, producer.PollRequest{Max: 1})
 	if err != nil {
 		t.Fatalf("poll: %v", err)
 	}
@@ -80,12 +81,13 @@ func check(t *testing.T, p producer.Producer) {
 	checkOffers(t, first, 1)
 	ids := first[0].IdentityList()
 
-	for _, a := range []producer.Action{producer.Release, producer.Defer} {
+	for round := range 2 {
+		a := producer.Retry
 		claim := first[0].Claim
-		if err := p.Settle(ctx, claim, a, "producertest"); err != nil {
+		if err := p.Settle(ctx, claim, producer.Settlement{Action: a, Reason: fmt.Sprintf("producertest %d", round)}); err != nil {
 			t.Fatalf("settle %s: %v", a, err)
 		}
-		if err := p.Settle(ctx, claim, producer.Complete, ""); !errors.Is(err, producer.ErrUnknownClaim) {
+		if err := p.Settle(ctx, claim, producer.Settlement{Action: producer.Complete}); !errors.Is(err, producer.ErrUnknownClaim) {
 			t.Fatalf("settle of a claim already settled with %s: got %v, want ErrUnknownClaim", a, err)
 		}
 		again := pollAll(t, p)
@@ -103,14 +105,14 @@ func check(t *testing.T, p producer.Producer) {
 		ids = first[0].IdentityList()
 		for i, o := range again {
 			if i != found {
-				if err := p.Settle(ctx, o.Claim, producer.Defer, "producertest"); err != nil {
-					t.Fatalf("settle defer: %v", err)
+				if err := p.Settle(ctx, o.Claim, producer.Settlement{Action: producer.Retry, Reason: "producertest"}); err != nil {
+					t.Fatalf("settle retry: %v", err)
 				}
 			}
 		}
 	}
 
-	if err := p.Settle(ctx, first[0].Claim, producer.Complete, ""); err != nil {
+	if err := p.Settle(ctx, first[0].Claim, producer.Settlement{Action: producer.Complete}); err != nil {
 		t.Fatalf("settle complete: %v", err)
 	}
 	for {
@@ -124,12 +126,12 @@ func check(t *testing.T, p producer.Producer) {
 					t.Fatalf("event %s was offered again after complete", id)
 				}
 			}
-			if err := p.Settle(ctx, o.Claim, producer.Complete, ""); err != nil {
+			if err := p.Settle(ctx, o.Claim, producer.Settlement{Action: producer.Complete}); err != nil {
 				t.Fatalf("settle complete: %v", err)
 			}
 		}
 	}
-	if err := p.Settle(ctx, "producertest-never-issued", producer.Complete, ""); !errors.Is(err, producer.ErrUnknownClaim) {
+	if err := p.Settle(ctx, "producertest-never-issued", producer.Settlement{Action: producer.Complete}); !errors.Is(err, producer.ErrUnknownClaim) {
 		t.Fatalf("settle of a claim never issued: got %v, want ErrUnknownClaim", err)
 	}
 }
@@ -147,7 +149,7 @@ func containsAll(have, want []string) bool {
 func pollAll(t *testing.T, p producer.Producer) []producer.Offer {
 	t.Helper()
 	const max = 1000
-	offers, err := p.Poll(context.Background(), max)
+	offers, err := p.Poll(context.Background(), producer.PollRequest{Max: max})
 	if err != nil {
 		t.Fatalf("poll: %v", err)
 	}

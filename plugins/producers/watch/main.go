@@ -53,11 +53,11 @@ type watchProducer struct {
 	w *Watcher
 }
 
-func (p watchProducer) Poll(ctx context.Context, max int) ([]producer.Offer, error) {
+func (p watchProducer) Poll(ctx context.Context, req producer.PollRequest) ([]producer.Offer, error) {
 	if err := p.w.Scan(ctx); err != nil {
 		producer.Logger().Print(err)
 	}
-	return p.Outbox.Poll(ctx, max)
+	return p.Outbox.Poll(ctx, req)
 }
 
 func main() {

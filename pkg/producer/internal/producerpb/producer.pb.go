@@ -30,9 +30,10 @@ type Action int32
 const (
 	Action_ACTION_UNSPECIFIED Action = 0
 	Action_ACTION_COMPLETE    Action = 1
-	Action_ACTION_RELEASE     Action = 2
-	Action_ACTION_DEFER       Action = 3
-	Action_ACTION_DROP        Action = 4
+	// Pending again, offered from not_before on (protocol 1: release).
+	Action_ACTION_RETRY Action = 2
+	// Invalid: kept as rejected with the reason, never offered again.
+	Action_ACTION_REJECT Action = 5
 )
 
 // Enum value maps for Action.
@@ -40,16 +41,14 @@ var (
 	Action_name = map[int32]string{
 		0: "ACTION_UNSPECIFIED",
 		1: "ACTION_COMPLETE",
-		2: "ACTION_RELEASE",
-		3: "ACTION_DEFER",
-		4: "ACTION_DROP",
+		2: "ACTION_RETRY",
+		5: "ACTION_REJECT",
 	}
 	Action_value = map[string]int32{
 		"ACTION_UNSPECIFIED": 0,
 		"ACTION_COMPLETE":    1,
-		"ACTION_RELEASE":     2,
-		"ACTION_DEFER":       3,
-		"ACTION_DROP":        4,
+		"ACTION_RETRY":       2,
+		"ACTION_REJECT":      5,
 	}
 )
 
@@ -83,7 +82,10 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 type PollRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The largest number of events (parts) the host takes in one poll.
-	Max           int32 `protobuf:"varint,1,opt,name=max,proto3" json:"max,omitempty"`
+	Max int32 `protobuf:"varint,1,opt,name=max,proto3" json:"max,omitempty"`
+	// The store's payload limit in bytes: an offer with parts should compose
+	// a payload no larger. 0: unknown.
+	PayloadLimit  int64 `protobuf:"varint,2,opt,name=payload_limit,json=payloadLimit,proto3" json:"payload_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -121,6 +123,13 @@ func (*PollRequest) Descriptor() ([]byte, []int) {
 func (x *PollRequest) GetMax() int32 {
 	if x != nil {
 		return x.Max
+	}
+	return 0
+}
+
+func (x *PollRequest) GetPayloadLimit() int64 {
+	if x != nil {
+		return x.PayloadLimit
 	}
 	return 0
 }
@@ -183,7 +192,10 @@ type Offer struct {
 	Text    string  `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
 	Parts   []*Part `protobuf:"bytes,6,rep,name=parts,proto3" json:"parts,omitempty"`
 	// Names this offer's claim in Settle.
-	Claim         string `protobuf:"bytes,7,opt,name=claim,proto3" json:"claim,omitempty"`
+	Claim string `protobuf:"bytes,7,opt,name=claim,proto3" json:"claim,omitempty"`
+	// How many times the offer's events have been offered, this time
+	// included (the most among them); 0: not counted.
+	Attempts      int32 `protobuf:"varint,8,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +279,13 @@ func (x *Offer) GetClaim() string {
 	return ""
 }
 
+func (x *Offer) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
 type Part struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Identity      string                 `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
@@ -331,8 +350,13 @@ type SettleRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Claim  string                 `protobuf:"bytes,1,opt,name=claim,proto3" json:"claim,omitempty"`
 	Action Action                 `protobuf:"varint,2,opt,name=action,proto3,enum=hermesq.producer.v1.Action" json:"action,omitempty"`
-	// Why the host chose the action (drop, release): kept in the outbox.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Why the host chose the action (retry, reject): kept in the outbox.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Retry: not offered again before this time (Unix nanoseconds).
+	NotBeforeUnixNano int64 `protobuf:"varint,4,opt,name=not_before_unix_nano,json=notBeforeUnixNano,proto3" json:"not_before_unix_nano,omitempty"`
+	// Identities of the offer admitted though the offer as a whole is
+	// retried or rejected: they are delivered.
+	Delivered     []string `protobuf:"bytes,5,rep,name=delivered,proto3" json:"delivered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -388,6 +412,20 @@ func (x *SettleRequest) GetReason() string {
 	return ""
 }
 
+func (x *SettleRequest) GetNotBeforeUnixNano() int64 {
+	if x != nil {
+		return x.NotBeforeUnixNano
+	}
+	return 0
+}
+
+func (x *SettleRequest) GetDelivered() []string {
+	if x != nil {
+		return x.Delivered
+	}
+	return nil
+}
+
 type SettleResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -428,11 +466,12 @@ var File_producer_proto protoreflect.FileDescriptor
 
 const file_producer_proto_rawDesc = "" +
 	"\n" +
-	"\x0eproducer.proto\x12\x13hermesq.producer.v1\"\x1f\n" +
+	"\x0eproducer.proto\x12\x13hermesq.producer.v1\"D\n" +
 	"\vPollRequest\x12\x10\n" +
-	"\x03max\x18\x01 \x01(\x05R\x03max\"B\n" +
+	"\x03max\x18\x01 \x01(\x05R\x03max\x12#\n" +
+	"\rpayload_limit\x18\x02 \x01(\x03R\fpayloadLimit\"B\n" +
 	"\fPollResponse\x122\n" +
-	"\x06offers\x18\x01 \x03(\v2\x1a.hermesq.producer.v1.OfferR\x06offers\"\xce\x01\n" +
+	"\x06offers\x18\x01 \x03(\v2\x1a.hermesq.producer.v1.OfferR\x06offers\"\xea\x01\n" +
 	"\x05Offer\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1e\n" +
@@ -442,22 +481,24 @@ const file_producer_proto_rawDesc = "" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x12\n" +
 	"\x04text\x18\x05 \x01(\tR\x04text\x12/\n" +
 	"\x05parts\x18\x06 \x03(\v2\x19.hermesq.producer.v1.PartR\x05parts\x12\x14\n" +
-	"\x05claim\x18\a \x01(\tR\x05claim\"P\n" +
+	"\x05claim\x18\a \x01(\tR\x05claim\x12\x1a\n" +
+	"\battempts\x18\b \x01(\x05R\battempts\"P\n" +
 	"\x04Part\x12\x1a\n" +
 	"\bidentity\x18\x01 \x01(\tR\bidentity\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\"r\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"\xc1\x01\n" +
 	"\rSettleRequest\x12\x14\n" +
 	"\x05claim\x18\x01 \x01(\tR\x05claim\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.hermesq.producer.v1.ActionR\x06action\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x10\n" +
-	"\x0eSettleResponse*l\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12/\n" +
+	"\x14not_before_unix_nano\x18\x04 \x01(\x03R\x11notBeforeUnixNano\x12\x1c\n" +
+	"\tdelivered\x18\x05 \x03(\tR\tdelivered\"\x10\n" +
+	"\x0eSettleResponse*\x81\x01\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x01\x12\x12\n" +
-	"\x0eACTION_RELEASE\x10\x02\x12\x10\n" +
-	"\fACTION_DEFER\x10\x03\x12\x0f\n" +
-	"\vACTION_DROP\x10\x042\xaa\x01\n" +
+	"\x0fACTION_COMPLETE\x10\x01\x12\x10\n" +
+	"\fACTION_RETRY\x10\x02\x12\x11\n" +
+	"\rACTION_REJECT\x10\x05\"\x04\b\x03\x10\x03\"\x04\b\x04\x10\x04*\fACTION_DEFER*\vACTION_DROP2\xaa\x01\n" +
 	"\bProducer\x12K\n" +
 	"\x04Poll\x12 .hermesq.producer.v1.PollRequest\x1a!.hermesq.producer.v1.PollResponse\x12Q\n" +
 	"\x06Settle\x12\".hermesq.producer.v1.SettleRequest\x1a#.hermesq.producer.v1.SettleResponseB=Z;github.com/hermesq/hermesq/pkg/producer/internal/producerpbb\x06proto3"

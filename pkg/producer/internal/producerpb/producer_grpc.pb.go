@@ -36,7 +36,7 @@ type ProducerClient interface {
 	// Poll claims up to max ready events and returns them as offers. A claim
 	// not settled within the plugin's lease is offered again.
 	Poll(ctx context.Context, in *PollRequest, opts ...grpc.CallOption) (*PollResponse, error)
-	// Settle ends a claim: complete, release, defer or drop.
+	// Settle ends a claim: complete, retry (not before a time) or reject.
 	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 }
 
@@ -77,7 +77,7 @@ type ProducerServer interface {
 	// Poll claims up to max ready events and returns them as offers. A claim
 	// not settled within the plugin's lease is offered again.
 	Poll(context.Context, *PollRequest) (*PollResponse, error)
-	// Settle ends a claim: complete, release, defer or drop.
+	// Settle ends a claim: complete, retry (not before a time) or reject.
 	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	mustEmbedUnimplementedProducerServer()
 }

@@ -1,4 +1,4 @@
-package cli
+package producerhost
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const (
 // and the share of the loop's time spent in plugin calls (Poll, Settle:
 // gRPC plus the plugin's outbox) and in the store (AdmitBatch). Run with
 //
-//	go test -run '^$' -bench ProducerDelegation -benchtime 1x ./internal/cli/
+//	go test -run '^$' -bench ProducerDelegation -benchtime 1x ./internal/producerhost/
 func BenchmarkProducerDelegation(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "hermesq-producer-delegation")
 	build := exec.Command("go", "build", "-o", bin, "../../plugins/producers/delegation")
@@ -52,16 +52,16 @@ func BenchmarkProducerDelegation(b *testing.B) {
 				h, spec := benchHost(b, url, bin)
 				b.StartTimer()
 				start := time.Now()
-				if failures := h.run(context.Background(), []pluginSpec{spec}); len(failures) > 0 {
-					b.Fatalf("producers run: %v", failures[0].Err)
+				if rep := h.Run(context.Background(), []Spec{spec}); len(rep.Failures) > 0 {
+					b.Fatalf("producers run: %v", rep.Failures[0].Err)
 				}
 				total += time.Since(start)
 				b.StopTimer()
-				rpc += h.timing.rpc
-				inStore += h.timing.store
-				admitted += h.timing.admitted
-				if h.timing.admitted != benchResults {
-					b.Fatalf("admitted %d results, want %d", h.timing.admitted, benchResults)
+				rpc += h.Timing.RPC
+				inStore += h.Timing.Store
+				admitted += h.Timing.Admitted
+				if h.Timing.Admitted != benchResults {
+					b.Fatalf("admitted %d results, want %d", h.Timing.Admitted, benchResults)
 				}
 				b.StartTimer()
 			}
@@ -75,10 +75,10 @@ func BenchmarkProducerDelegation(b *testing.B) {
 
 // benchHost returns a host over a fresh store at url whose delegation
 // plugin's outbox holds benchResults ready results.
-func benchHost(b *testing.B, url, bin string) (*host, pluginSpec) {
+func benchHost(b *testing.B, url, bin string) (*Host, Spec) {
 	b.Helper()
 	ctx := context.Background()
-	st, err := NewRegistry().Open(ctx, url, backend.Options{Timeout: 30 * time.Second})
+	st, err := openStore(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,8 +89,8 @@ func benchHost(b *testing.B, url, bin string) (*host, pluginSpec) {
 		}
 	}
 	dir := b.TempDir()
-	pc := &ProducerConfig{PluginDir: filepath.Dir(bin), StateDir: dir, StartTimeout: 30 * time.Second, Poll: 50 * time.Millisecond}
-	ob, err := producer.OpenOutbox(pc.pluginStateDir("delegation"), producer.OutboxOptions{})
+	cfg := Config{StateDir: dir, StartTimeout: 30 * time.Second, Poll: 50 * time.Millisecond}
+	ob, err := producer.OpenOutbox(cfg.PluginStateDir("delegation"), producer.OutboxOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,16 +104,16 @@ func benchHost(b *testing.B, url, bin string) (*host, pluginSpec) {
 	if n, err := ob.AddAll(ctx, evs); err != nil || n != benchResults {
 		b.Fatalf("outbox: added %d, %v", n, err)
 	}
-	h := &host{
-		svc:       &admission.Service{Store: st},
-		principal: "bench",
-		pc:        pc,
-		once:      true,
-		log:       &lineLog{out: benchLog{b}},
-		timing:    &hostTiming{},
-		launch:    testLaunch,
+	h := &Host{
+		Admission: &admission.Service{Store: st},
+		Principal: "bench",
+		Config:    cfg,
+		Once:      true,
+		Stderr:    benchLog{b},
+		Timing:    &Timing{},
+		Launch:    testLaunch,
 	}
-	return h, pluginSpec{Name: "delegation", Path: bin, Enabled: true}
+	return h, Spec{Name: "delegation", Path: bin, Enabled: true}
 }
 
 type benchLog struct{ b *testing.B }

@@ -1,4 +1,4 @@
-package cli
+package producerhost
 
 import (
 	"os/exec"
