@@ -53,7 +53,11 @@ func TestOrphanHandlerDiesWithDrainer(t *testing.T) {
 	}
 	c := newCLI(t, "bbolt://"+filepath.Join(t.TempDir(), "hermesq.db"))
 	pidFile := filepath.Join(c.dir, "handler.pid")
-	h := writeScript(t, c.dir, "sleeper", "echo $$ > "+pidFile+".tmp && mv "+pidFile+".tmp "+pidFile+"\nexec sleep 3600\n")
+	childFile := filepath.Join(c.dir, "child.pid")
+	// A background job of the handler, in its process group: killed too
+	// (issue 24, 11: the handler supervisor sees its drainer gone).
+	h := writeScript(t, c.dir, "sleeper", "sleep 3600 &\necho $! > "+childFile+"\n"+
+		"echo $$ > "+pidFile+".tmp && mv "+pidFile+".tmp "+pidFile+"\nexec sleep 3600\n")
 	c.admitHuman("s1", "hello")
 	d := c.start(nil, "drain", "s1", "--", h)
 	var pid int
@@ -68,17 +72,26 @@ func TestOrphanHandlerDiesWithDrainer(t *testing.T) {
 	if !alive(pid) {
 		t.Fatalf("handler %d is not running mid-turn", pid)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	b, err := os.ReadFile(childFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL); _ = syscall.Kill(child, syscall.SIGKILL) })
 	d.signal(syscall.SIGKILL)
 	<-d.done
 	killed := time.Now()
-	for alive(pid) {
+	for alive(pid) || alive(child) {
 		if time.Since(killed) > time.Second {
-			t.Fatalf("handler %d still running %v after its drainer was killed with SIGKILL", pid, time.Since(killed))
+			t.Fatalf("handler %d (alive %v) or its child %d (alive %v) still running %v after its drainer was killed with SIGKILL",
+				pid, alive(pid), child, alive(child), time.Since(killed))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Logf("handler gone %v after its drainer was killed", time.Since(killed).Round(time.Millisecond))
+	t.Logf("handler and its child gone %v after its drainer was killed", time.Since(killed).Round(time.Millisecond))
 }
 
 // Issue 13 (8): a handler gets the documented HERMESQ_* variables and the

@@ -220,6 +220,10 @@ func runHandler(stop context.Context, lease *turnLease, h *Handler, grace time.D
 		if errors.Is(err, errLeaseLost) {
 			return turnResult{}, fmt.Errorf("handler not started: %w", err)
 		}
+		if errors.Is(err, errSupervisorLost) {
+			// Maybe started, and killed: as a handler whose end is not known.
+			return turnResult{leaseErr: err, end: procEnd{err: err}}, nil
+		}
 		return turnResult{}, fmt.Errorf("start handler %q: %w", h.Argv[0], err)
 	}
 	stdout := &capWriter{n: maxReply}

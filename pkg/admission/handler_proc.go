@@ -3,12 +3,20 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hermesq/hermesq/pkg/backend"
 )
+
+// errSupervisorLost: the handler supervisor ended with a handler of this
+// drainer started or being started; how the handler ended is not known (it
+// was killed with the supervisor).
+var errSupervisorLost = fmt.Errorf("the handler supervisor ended: %w", backend.ErrInternal)
 
 // procSpec is a handler process to start.
 type procSpec struct {

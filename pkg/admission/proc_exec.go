@@ -1,9 +1,10 @@
+//go:build !linux
+
 package admission
 
 import (
 	"fmt"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -11,9 +12,8 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// execProc is a handler started by the drainer itself, a child of the
-// thread that started it (Linux: it gets SIGKILL when that thread ends,
-// setDeathSignal).
+// execProc is a handler started by the drainer itself, where there is no
+// handler supervisor (supervisor_linux.go).
 type execProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -34,11 +34,6 @@ func startExec(spec procSpec) (*execProc, error) {
 	p := &execProc{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
-		// The handler dies with this thread (Linux: the parent-death
-		// signal is tied to the thread that started it), so the thread
-		// stays this goroutine's until the handler has been waited for.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
@@ -81,7 +76,10 @@ func (p *execProc) kill() {
 	}
 }
 
-// startProc starts a turn's handler.
+// startProc starts a turn's handler as a child of the drainer: a drainer
+// stopped (SIGSTOP) or starved cannot kill it when its lease may lapse,
+// and a drainer killed with SIGKILL leaves it running until it exits (its
+// admission is then unknown to the next drainer, never settled twice).
 func startProc(spec procSpec, deadline time.Time) (handlerProc, error) {
 	p, err := startExec(spec)
 	if err != nil {
