@@ -122,6 +122,7 @@ func TestFrozenDrainerHandlerNeverOverlaps(t *testing.T) {
 				if code := a.wait(t, time.Minute); code != 5 {
 					t.Errorf("drainer A: exit %d, want 5\nstderr: %s", code, a.stderr())
 				}
+				t.Logf("drainer A: %s", strings.TrimSpace(a.stderr()))
 				if !strings.Contains(a.stderr(), tc.reason) {
 					t.Errorf("drainer A's stderr %q does not say %q", a.stderr(), tc.reason)
 				}

@@ -308,6 +308,7 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 		// until one succeeds or the lease is lost (the loop sees that).
 		return stepDeferred, false, err
 	}
+	prestartSupervisor() // its start overlaps the claim's commit
 	claimed, err := d.claim(ctx, backend.ClaimRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: d.lease.Epoch,
 		Mode: backend.ModeTurn, DeliveredTo: target.ID, Now: d.s.now(),

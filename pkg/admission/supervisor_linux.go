@@ -456,6 +456,24 @@ func startProc(spec procSpec, deadline time.Time) (handlerProc, error) {
 	return c.start(spec, deadline)
 }
 
+// prestartSupervisor starts this process's supervisor in the background, if
+// it is not running, so that its start overlaps the claim of the first turn;
+// a failure is reported by that turn's start.
+func prestartSupervisor() {
+	theSupervisor.mu.Lock()
+	c := theSupervisor.c
+	theSupervisor.mu.Unlock()
+	if c != nil {
+		c.mu.Lock()
+		dead := c.dead
+		c.mu.Unlock()
+		if dead == nil {
+			return
+		}
+	}
+	go func() { _, _ = supervisorFor() }()
+}
+
 // supervisorFor returns this process's supervisor, started if need be.
 func supervisorFor() (*supervisorClient, error) {
 	theSupervisor.mu.Lock()
@@ -542,7 +560,10 @@ func (c *supervisorClient) read() {
 				rep.why, rep.text = d.u64(), d.str()
 			}
 			if p := c.turn(id, body[0] == msgStartFailed); p != nil {
-				p.started <- rep
+				select {
+				case p.started <- rep:
+				default: // fail got there first
+				}
 			}
 		case msgEnded:
 			id, ws, at, k, deadline := d.u64(), syscall.WaitStatus(d.u64()), d.i64(), d.u64(), d.i64()
