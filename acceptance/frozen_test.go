@@ -81,7 +81,7 @@ func TestFrozenDrainerHandlerNeverOverlaps(t *testing.T) {
 		ticks  int    // A's handler: ticks of 50 ms
 		reason string // in A's error
 	}{
-		{"killed at the lease deadline", 120, "killed at"},
+		{"killed at the lease deadline", 120, "by the handler supervisor, the lease not renewed by"},
 		{"ended before the lease lapsed", 12, "handler ended with exit status 0 at"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -362,18 +362,18 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 		// and applies its --on-unknown policy (pause, requeue, interrupt),
 		// whether or not another drainer took over meanwhile. Drain ends;
 		// its lease is released.
-		err := res.leaseErr
-		if errors.Is(err, errLeaseLost) && !errors.Is(err, backend.ErrFenced) {
-			// Killed by the supervisor: this drainer did not look in time.
-			lapsed := d.lapsing()
-			if lapsed == nil {
-				lapsed = backend.ErrFenced
-			}
-			err = joinErrors(err, lapsed)
-		}
-		what := "handler killed"
-		if res.end.err != nil {
+		err, what := res.leaseErr, "handler killed"
+		switch {
+		case res.end.err != nil:
 			what = "handler's end unknown"
+		case res.end.deadlineKill:
+			// Killed by the supervisor: this drainer did not renew in time
+			// (it was stopped or starved, or the store stalled).
+			what = fmt.Sprintf("handler killed at %s by the handler supervisor, the lease not renewed by %s",
+				res.end.at.Format(timeOfDay), res.end.deadline.Format(timeOfDay))
+			if err = d.lapsing(); err == nil {
+				err = fmt.Errorf("the lease of epoch %d was renewed too late: %w", d.lease.Epoch, backend.ErrFenced)
+			}
 		}
 		return stepDone, false, fmt.Errorf("drain %s: admission %s left running for the next drainer's --on-unknown policy: %s: %w",
 			d.session, a.ID, what, err)

@@ -298,8 +298,7 @@ wait:
 		res.leaseErr = end.err
 		return res, nil
 	case killed && end.deadlineKill:
-		res.leaseErr = fmt.Errorf("%w: killed at %s by the handler supervisor, the drain lease not renewed in time (deadline %s)",
-			errLeaseLost, end.at.Format(timeOfDay), end.deadline.Format(timeOfDay))
+		res.leaseErr = fmt.Errorf("killed by the handler supervisor at the lease deadline: %w", errLeaseLost)
 		return res, nil
 	case killed && errors.Is(cause, errTimeout):
 		res.outcome, res.errText = backend.OutcomeFailed, withTail(fmt.Sprintf("timeout after %s", h.Timeout))

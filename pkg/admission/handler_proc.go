@@ -73,23 +73,31 @@ type turnLease struct {
 	proc handlerProc // once started
 }
 
-// start starts the handler under the lease's current deadline.
+// start starts the handler under the lease's current deadline. Renewals
+// are not held up meanwhile (the supervisor may be starting): one that
+// came during the start is passed on after it.
 func (l *turnLease) start(spec procSpec) (handlerProc, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, err := startProc(spec, l.deadlineNow())
-	if err == nil {
-		l.proc = p
+	deadline := l.deadlineNow()
+	p, err := startProc(spec, deadline)
+	if err != nil {
+		return nil, err
 	}
-	return p, err
+	l.mu.Lock()
+	l.proc = p
+	l.mu.Unlock()
+	if now := l.deadlineNow(); !now.Equal(deadline) {
+		p.setDeadline(now)
+	}
+	return p, nil
 }
 
 // renewed passes a renewed lease deadline on to the running handler.
 func (l *turnLease) renewed() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.proc != nil {
-		l.proc.setDeadline(l.deadlineNow())
+	p := l.proc
+	l.mu.Unlock()
+	if p != nil {
+		p.setDeadline(l.deadlineNow())
 	}
 }
 
