@@ -245,7 +245,7 @@ func runHandler(stop context.Context, lease *turnLease, h *Handler, grace time.D
 		timeout = t.C
 	}
 	var graceEnd <-chan time.Time
-	stopped := stop.Done()
+	stopped, fenced := stop.Done(), lease.fence.Done()
 	var cause error // why this drainer killed it; nil: it was not killed
 	kill := func(why error) {
 		select {
@@ -267,7 +267,8 @@ wait:
 		case <-timeout:
 			timeout = nil
 			kill(errTimeout)
-		case <-lease.fence.Done():
+		case <-fenced:
+			fenced = nil
 			kill(fmt.Errorf("%w: %w", errLeaseLost, context.Cause(lease.fence)))
 		case <-stopped:
 			stopped = nil
