@@ -311,9 +311,9 @@ func chaos(t *testing.T, c *cli, inputs, sessions int, srv *redistest.Server) {
 					rerun++
 					// Every run but the settled one had its drainer killed.
 					alive := 0
-					// A handler whose parent is not one of our drainers
-					// (ppid 1 or a reaper) outlived a drainer killed as
-					// it started the handler.
+					// A handler whose drainer is not one of ours (its
+					// supervisor gone: ppid 1 or a reaper) outlived a
+					// drainer killed as it started the handler.
 					for _, run := range r {
 						if started[run.drainer()] != nil && !killed[run.drainer()] {
 							alive++
