@@ -311,22 +311,22 @@ func chaos(t *testing.T, c *cli, inputs, sessions int, srv *redistest.Server) {
 					rerun++
 					// Every run but the settled one had its drainer killed.
 					alive := 0
-					// A handler whose parent is not one of our drainers
-					// (ppid 1 or a reaper) outlived a drainer killed as
-					// it started the handler.
+					// A handler whose drainer is not one of ours (its
+					// supervisor gone: ppid 1 or a reaper) outlived a
+					// drainer killed as it started the handler.
 					for _, run := range r {
-						if started[run.Handler.PPID] != nil && !killed[run.Handler.PPID] {
+						if started[run.drainer()] != nil && !killed[run.drainer()] {
 							alive++
 						}
 					}
 					if alive > 1 {
 						t.Errorf("%s: turn %q (%s) ran %d times, %d of them under drainers never killed:", session, a.Text(), a.ID, len(r), alive)
 						for _, run := range r {
-							t.Logf("  handler pid %d under parent %d (killed %v) at epoch %d generation %d, %s to %s",
-								run.Handler.PID, run.Handler.PPID, killed[run.Handler.PPID], run.Admission.Epoch, run.Admission.Generation,
+							t.Logf("  handler pid %d under drainer %d (killed %v) at epoch %d generation %d, %s to %s",
+								run.Handler.PID, run.drainer(), killed[run.drainer()], run.Admission.Epoch, run.Admission.Generation,
 								time.Unix(0, run.Handler.StartedAt).Format("15:04:05.000"), time.Unix(0, run.Handler.EndedAt).Format("15:04:05.000"))
-							if d := started[run.Handler.PPID]; d != nil {
-								t.Logf("  drainer %d stderr:\n%s", run.Handler.PPID, abbrevTail(d.stderr(), 3000))
+							if d := started[run.drainer()]; d != nil {
+								t.Logf("  drainer %d stderr:\n%s", run.drainer(), abbrevTail(d.stderr(), 3000))
 							}
 						}
 					}

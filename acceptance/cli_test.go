@@ -313,9 +313,19 @@ type handlerCall struct {
 	Handler      struct {
 		PID       int   `json:"pid"`
 		PPID      int   `json:"ppid"`
+		GPPID     int   `json:"gppid"`
 		StartedAt int64 `json:"started_at"`
 		EndedAt   int64 `json:"ended_at"`
 	} `json:"handler"`
+}
+
+// drainer is the pid of the drainer that ran the call: on Linux the
+// handler's parent is the drainer's handler supervisor.
+func (c handlerCall) drainer() int {
+	if c.Handler.GPPID != 0 {
+		return c.Handler.GPPID
+	}
+	return c.Handler.PPID
 }
 
 // calls reads the example handler's log.

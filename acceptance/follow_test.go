@@ -246,7 +246,7 @@ func TestFollowDoesNotPollWhenIdle(t *testing.T) {
 
 		wake := c.admitHuman("s1", "WAKE")
 		call := waitHandlerCall(t, c, f, wake.Admission.ID)
-		if call.Text != "WAKE" || call.Handler.PPID != f.pid() {
+		if call.Text != "WAKE" || call.drainer() != f.pid() {
 			t.Errorf("handler call %+v, want WAKE run by the follower (pid %d)", call, f.pid())
 		}
 		if a := waitDone(t, c, wake.Admission.ID); a.Outcome != backend.OutcomeCompleted {

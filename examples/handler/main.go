@@ -11,9 +11,11 @@
 //	HERMESQ_EXAMPLE_SLEEP=D   sleep for the Go duration D first (e.g. 2s)
 //	HERMESQ_EXAMPLE_FAIL=1    print a message on stderr and exit 3 (a failed turn)
 //	HERMESQ_EXAMPLE_LOG=FILE  append one JSON line per invocation to FILE: the
-//	                          turn input plus "handler":{"pid","ppid","started_at",
-//	                          "ended_at"} (times in Unix nanoseconds; ppid, the
-//	                          drainer, read at start), written before the reply
+//	                          turn input plus "handler":{"pid","ppid","gppid",
+//	                          "started_at","ended_at"} (times in Unix nanoseconds;
+//	                          ppid, the parent, read at start: on Linux hermesq's
+//	                          handler supervisor, whose parent gppid is the
+//	                          drainer; elsewhere the drainer), written before the reply
 //	HERMESQ_EXAMPLE_EXCLUSIVE=DIR  hold an exclusive lock on DIR/<session>.lock while
 //	                          running; if another handler of the session holds it,
 //	                          append a line to DIR/overlaps (two handlers of one
@@ -29,6 +31,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -49,6 +53,7 @@ func main() {
 
 func run() error {
 	started, ppid := time.Now(), os.Getppid()
+	gppid := parentOf(ppid)
 	raw, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		return fmt.Errorf("read turn input: %w", err)
@@ -70,7 +75,7 @@ func run() error {
 		time.Sleep(dur)
 	}
 	if f := os.Getenv("HERMESQ_EXAMPLE_LOG"); f != "" {
-		if err := logInvocation(f, raw, started, ppid); err != nil {
+		if err := logInvocation(f, raw, started, ppid, gppid); err != nil {
 			return err
 		}
 	}
@@ -85,7 +90,7 @@ func run() error {
 // logInvocation appends the turn input, with this invocation's pid and times,
 // as one line to file. One write of one line: lines of concurrent handlers do
 // not interleave (O_APPEND).
-func logInvocation(file string, raw []byte, started time.Time, ppid int) error {
+func logInvocation(file string, raw []byte, started time.Time, ppid, gppid int) error {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return err
@@ -93,6 +98,7 @@ func logInvocation(file string, raw []byte, started time.Time, ppid int) error {
 	obj["handler"] = map[string]any{
 		"pid":        os.Getpid(),
 		"ppid":       ppid,
+		"gppid":      gppid,
 		"started_at": started.UnixNano(),
 		"ended_at":   time.Now().UnixNano(),
 	}
@@ -129,4 +135,21 @@ func exclusive(dir, session string) error {
 	defer f.Close()
 	_, err = fmt.Fprintf(f, "session %s: handler %d started while another ran\n", session, os.Getpid())
 	return err
+}
+
+// parentOf returns the parent of process pid as Linux's /proc shows it; 0
+// where it cannot be read.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid …: the fields after the last ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }

@@ -44,7 +44,9 @@ is appended to the transcript as a note, with no handler call.
 
 The handler is the argv after --, or the config key handler.command; it is
 run directly, never through a shell. A turn due with no handler leaves the
-admission queued and exits 2.
+admission queued and exits 2. The turn is judged when the handler exits: by
+its exit status and what it wrote until then (what it left running in its
+process group is killed; output still coming a second later is discarded).
 
 --all drains every session with queued work (what cron runs); --follow keeps
 draining as inputs arrive until SIGINT or SIGTERM. On a signal the running
@@ -55,7 +57,11 @@ or 143 (SIGTERM); with -o json the error object's code is "unavailable"
 Two handlers of one session never run at once: a drainer that loses its
 lease, or cannot renew it before it could lapse (a stalled store), kills its
 running handler and stops draining that session (exit 5), leaving the turn
-to the next drainer, which marks it unknown and applies --on-unknown.
+to the next drainer, which marks it unknown and applies --on-unknown. On
+Linux the handler runs under a supervisor process that kills it when the
+lease could lapse even if the drainer itself is stopped or starved; handlers
+get HERMESQ_EPOCH to fence their own side effects against what remains (a
+whole machine frozen).
 
 Prints what it executed, one line each as soon as it is settled:
 "turn|note|failed <admission> seq N -> <transcript>"; with -o json, when

@@ -20,7 +20,13 @@
 //     shell's $(…)). A handler that cannot be started is a configuration
 //     error (ErrInvalid): the admission is given back to the queue unspent.
 //     A turn still running Grace after ctx ended is killed and settled
-//     interrupted.
+//     interrupted. A turn is judged when the handler exits (its process
+//     group is killed then; its output is read for at most a second more).
+//   - On Linux a handler is started by a supervisor process, the running
+//     binary started again once per process (supervisor_linux.go; any
+//     binary importing this package can be it), which kills it at the lease
+//     deadline whether or not the drainer is scheduled, and when the
+//     drainer dies.
 //   - A misroute is settled failed with error "misrouted" and no mode (it
 //     never ran).
 //   - A target lookup that fails other than transiently is a bug: the error

@@ -27,6 +27,9 @@ type drainer struct {
 	// acquire or renewal of the lease was sent: the lease runs until then
 	// plus its TTL at least.
 	renewedAt atomic.Int64
+	// turnLease is the lease of the running turn's handler (nil: none), told
+	// of each renewal.
+	turnLease atomic.Pointer[turnLease]
 
 	rep      DrainReport
 	problems []string // failed turns and misroutes, for the attention error

@@ -55,6 +55,9 @@ func (d *drainer) renew(stop <-chan struct{}) {
 		cancel()
 		if err == nil {
 			d.renewedAt.Store(sent.UnixNano())
+			if l := d.turnLease.Load(); l != nil {
+				l.renewed()
+			}
 		}
 		if errors.Is(err, backend.ErrFenced) {
 			d.lostOnce.Do(func() {

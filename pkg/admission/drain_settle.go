@@ -164,21 +164,26 @@ func (d *drainer) release(ctx context.Context) error {
 	}
 }
 
-// watchLease returns a context that ends when this drainer can no longer
-// count on its lease: a renewal was fenced (another drainer took over), or
-// the last successful renewal is so old that the lease may lapse before the
-// next one (renewals failing as transient: a partition, a paused store).
-// A turn's handler is stopped then, so that two handlers of one session
-// never run at once. stop ends the watch.
-func (d *drainer) watchLease() (context.Context, context.CancelFunc) {
+// watchLease returns the lease of a turn about to start: its fence ends
+// when this drainer can no longer count on its lease: a renewal was fenced
+// (another drainer took over), or the last successful renewal is so old
+// that the lease may lapse before the next one (renewals failing as
+// transient: a partition, a paused store). A turn's handler is stopped then,
+// so that two handlers of one session never run at once; on Linux its
+// supervisor also stops it at the deadline should this drainer be stopped
+// or starved (renewals reach it through turnLease.renewed). stop ends the
+// watch.
+func (d *drainer) watchLease() (lease *turnLease, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	lease = &turnLease{fence: ctx, deadline: d.leaseDeadline}
 	// Looked at before the handler starts, not a tick later: a claim that
 	// waited out a stalled store may come back with the lease about to
 	// lapse, and a handler shorter than a tick would run unwatched.
 	if err := d.lapsing(); err != nil {
 		cancel(err)
-		return ctx, func() {}
+		return lease, func() {}
 	}
+	d.turnLease.Store(lease)
 	go func() {
 		t := time.NewTimer(time.Until(d.leaseDeadline()))
 		defer t.Stop()
@@ -198,7 +203,10 @@ func (d *drainer) watchLease() (context.Context, context.CancelFunc) {
 			}
 		}
 	}()
-	return ctx, func() { cancel(nil) }
+	return lease, func() {
+		d.turnLease.Store(nil)
+		cancel(nil)
+	}
 }
 
 // leaseDeadline is when this drainer stops counting on its lease unless it

@@ -308,6 +308,7 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 		// until one succeeds or the lease is lost (the loop sees that).
 		return stepDeferred, false, err
 	}
+	prestartSupervisor() // its start overlaps the claim's commit
 	claimed, err := d.claim(ctx, backend.ClaimRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: d.lease.Epoch,
 		Mode: backend.ModeTurn, DeliveredTo: target.ID, Now: d.s.now(),
@@ -332,8 +333,8 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 		NotesSeen: target.NoteCount, MessageCount: target.MessageCount,
 	}
 	d.opt.Log("drain %s: running handler for %s seq %d", d.session, a.ID, a.Seq)
-	fence, stopWatch := d.watchLease()
-	res, runErr := runHandler(ctx, fence, d.opt.Handler, d.opt.Grace, in, d.lease.Epoch)
+	lease, stopWatch := d.watchLease()
+	res, runErr := runHandler(ctx, lease, d.opt.Handler, d.opt.Grace, in, d.lease.Epoch)
 	stopWatch()
 
 	bg, cancel := settleContext(ctx)
@@ -355,13 +356,27 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 		return stepDone, false, runErr
 	}
 	if res.leaseErr != nil {
-		// Killed because this drainer can no longer count on its lease:
-		// exactly as if it had lost it, the admission is left running, and
-		// the next epoch marks it unknown and applies its --on-unknown
-		// policy (pause, requeue, interrupt), whether or not another
-		// drainer took over meanwhile. Drain ends; its lease is released.
-		return stepDone, false, fmt.Errorf("drain %s: admission %s left running for the next drainer's --on-unknown policy: handler killed: %w",
-			d.session, a.ID, res.leaseErr)
+		// Killed because this drainer can no longer count on its lease
+		// (or its end is not known): exactly as if it had lost it, the
+		// admission is left running, and the next epoch marks it unknown
+		// and applies its --on-unknown policy (pause, requeue, interrupt),
+		// whether or not another drainer took over meanwhile. Drain ends;
+		// its lease is released.
+		err, what := res.leaseErr, "handler killed"
+		switch {
+		case res.end.err != nil:
+			what = "handler's end unknown"
+		case res.end.deadlineKill:
+			// Killed by the supervisor: this drainer did not renew in time
+			// (it was stopped or starved, or the store stalled).
+			what = fmt.Sprintf("handler killed at %s by the handler supervisor, the lease not renewed by %s",
+				res.end.at.Format(timeOfDay), res.end.deadline.Format(timeOfDay))
+			if err = d.lapsing(); err == nil {
+				err = fmt.Errorf("the lease of epoch %d was renewed too late: %w", d.lease.Epoch, backend.ErrFenced)
+			}
+		}
+		return stepDone, false, fmt.Errorf("drain %s: admission %s left running for the next drainer's --on-unknown policy: %s: %w",
+			d.session, a.ID, what, err)
 	}
 	req.Outcome = res.outcome
 	req.Error = res.errText
@@ -395,7 +410,8 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 		// Fenced: a newer drainer owns the session; the reply is written
 		// nowhere, and the admission is theirs to resolve. (A settle that
 		// committed with its reply lost is not here: settleTurn saw it.)
-		return stepDone, false, fmt.Errorf("drain %s: settle admission %s (reply discarded): %w", d.session, a.ID, err)
+		return stepDone, false, fmt.Errorf("drain %s: settle admission %s (handler ended with %s at %s; its outcome %s discarded): %w",
+			d.session, a.ID, res.end.status, res.end.at.Format(timeOfDay), req.Outcome, err)
 	}
 	d.settled(settled)
 	return stepDone, false, nil

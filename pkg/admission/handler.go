@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -126,9 +125,11 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
-// waitDelay bounds how long a killed handler's pipes may stay open (held by
-// a grandchild that escaped the process group) before they are closed.
-const waitDelay = 5 * time.Second
+// outputWait bounds how long, once the handler has exited and what was
+// left of its process group was killed, its stdout and stderr are read on:
+// only a process that left the group (setsid) can still hold them then.
+// What such a process writes later is discarded and its pipe closed.
+const outputWait = time.Second
 
 // Why a handler process was stopped early.
 var (
@@ -143,9 +144,13 @@ type turnResult struct {
 	reply   string
 	outcome backend.Outcome // completed, failed, or interrupted (killed after the grace)
 	errText string          // for a failed or interrupted turn
-	// leaseErr: killed because the drain lease was lost or could lapse:
-	// why. The turn is then not settled (the other fields are unset).
+	// leaseErr: killed because the drain lease was lost or could lapse
+	// (by this drainer or, on Linux, by the handler supervisor at the
+	// lease deadline), or the handler's end is not known: why. The turn
+	// is then not settled (the other fields are unset).
 	leaseErr error
+	// end is how and when the handler process ended.
+	end procEnd
 }
 
 // tailWriter keeps the last n bytes written to it.
@@ -170,12 +175,20 @@ func (w *tailWriter) String() string {
 // through a shell), the turn input as JSON on stdin, HERMESQ_* variables in
 // its environment, stdout as the reply. It is stopped (its whole process
 // group killed) after h.Timeout, grace after stop is done, or at once when
-// fence is done (the drain lease lost or about to lapse: another drainer
-// may run the session next, and two handlers of one session never run at
-// once). A handler that cannot be started is an error (a configuration
-// problem, the turn is not spent), and so is one not started because fence
-// is already done (wrapping errLeaseLost); everything else is a turnResult.
-func runHandler(stop, fence context.Context, h *Handler, grace time.Duration, in TurnInput, epoch uint64) (turnResult, error) {
+// lease.fence is done (the drain lease lost or about to lapse: another
+// drainer may run the session next, and two handlers of one session never
+// run at once); on Linux the handler supervisor also kills it at the lease
+// deadline, should this drainer be stopped or starved (supervisor.go). A
+// handler that cannot be started is an error (a configuration problem, the
+// turn is not spent), and so is one not started because the lease may
+// already have lapsed (wrapping errLeaseLost); everything else is a
+// turnResult.
+//
+// The turn is judged by the handler's exit status and what it wrote until
+// it exited: then whatever it left running in its process group is killed,
+// its output is read for at most outputWait more (a process that left the
+// group may still hold the pipes), and the pipes are closed.
+func runHandler(stop context.Context, lease *turnLease, h *Handler, grace time.Duration, in TurnInput, epoch uint64) (turnResult, error) {
 	if len(h.Argv) == 0 || h.Argv[0] == "" {
 		return turnResult{}, fmt.Errorf("handler command is empty: %w", backend.ErrInvalid)
 	}
@@ -183,65 +196,93 @@ func runHandler(stop, fence context.Context, h *Handler, grace time.Duration, in
 	if err != nil {
 		return turnResult{}, fmt.Errorf("encode turn input: %w", backend.ErrInternal)
 	}
-	runCtx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-
-	cmd := exec.CommandContext(runCtx, h.Argv[0], h.Argv[1:]...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	stdout := &capWriter{n: maxReply}
-	stderr := &tailWriter{n: stderrTail}
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.Env = handlerEnv(os.Environ(), h, in, epoch)
-	setProcessGroup(cmd)
-	cmd.WaitDelay = waitDelay
-	// The handler dies with this thread (Linux: the parent-death signal is
-	// tied to the thread that started it), so the thread stays this
-	// goroutine's until the handler has been waited for.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if cause := context.Cause(fence); cause != nil {
+	// exec.Command looks the program up as it would run it.
+	cmd := exec.Command(h.Argv[0], h.Argv[1:]...)
+	if cmd.Err != nil {
+		return turnResult{}, fmt.Errorf("start handler %q: %s: %w", h.Argv[0], oneLine(cmd.Err), backend.ErrInvalid)
+	}
+	if cause := context.Cause(lease.fence); cause != nil {
 		// Never started under a lease that may already have lapsed.
 		return turnResult{}, fmt.Errorf("handler not started: %w: %w", errLeaseLost, cause)
 	}
-	if err := cmd.Start(); err != nil {
-		return turnResult{}, fmt.Errorf("start handler %q: %s: %w", h.Argv[0], oneLine(err), backend.ErrInvalid)
+	pp, err := newProcPipes()
+	if err != nil {
+		return turnResult{}, fmt.Errorf("start handler %q: %s: %w", h.Argv[0], oneLine(err), backend.ErrInternal)
 	}
-	// Whatever way the handler ends, what it left running in its process
-	// group (a shell's background job) is killed with it.
-	defer killGroup(cmd)
+	defer pp.closeAll()
+	dir, _ := os.Getwd() // "": the drainer's, whatever it is
+	p, err := lease.start(procSpec{
+		path: cmd.Path, argv: cmd.Args, env: handlerEnv(os.Environ(), h, in, epoch), dir: dir,
+		stdin: pp.childIn, stdout: pp.childOut, stderr: pp.childErr,
+	})
+	pp.closeChild()
+	if err != nil {
+		if errors.Is(err, errLeaseLost) {
+			return turnResult{}, fmt.Errorf("handler not started: %w", err)
+		}
+		if errors.Is(err, errSupervisorLost) {
+			// Maybe started, and killed: as a handler whose end is not known.
+			return turnResult{leaseErr: err, end: procEnd{err: err}}, nil
+		}
+		return turnResult{}, fmt.Errorf("start handler %q: %w", h.Argv[0], err)
+	}
+	stdout := &capWriter{n: maxReply}
+	stderr := &tailWriter{n: stderrTail}
+	outDone, errDone := pp.read(stdout, stderr)
+	go func() {
+		_, _ = pp.in.Write(stdin) // a handler need not read its input
+		pp.in.Close()
+	}()
+
 	// The timeout and the grace run from the start of the process, never
 	// before it: a start they cancelled would read as a handler that cannot
 	// be started (a configuration error, the turn given back) instead of
 	// the turn timing out or being interrupted.
+	var timeout <-chan time.Time
 	if h.Timeout > 0 {
-		t := time.AfterFunc(h.Timeout, func() { cancel(errTimeout) })
+		t := time.NewTimer(h.Timeout)
 		defer t.Stop()
+		timeout = t.C
 	}
-	finished := make(chan struct{})
-	defer close(finished)
-	go func() {
+	var graceEnd <-chan time.Time
+	stopped, fenced := stop.Done(), lease.fence.Done()
+	var cause error // why this drainer killed it; nil: it was not killed
+	kill := func(why error) {
 		select {
-		case <-finished:
-		case <-fence.Done():
-			cancel(fmt.Errorf("%w: %w", errLeaseLost, context.Cause(fence)))
+		case <-p.ended():
+			// It ended on its own before (a drainer that was stopped sees
+			// both at once): judged by how it ended.
+		default:
+			if cause == nil {
+				cause = why
+				p.kill()
+			}
 		}
-	}()
-	go func() {
+	}
+wait:
+	for {
 		select {
-		case <-finished:
-			return
-		case <-stop.Done():
+		case <-p.ended():
+			break wait
+		case <-timeout:
+			timeout = nil
+			kill(errTimeout)
+		case <-fenced:
+			fenced = nil
+			kill(fmt.Errorf("%w: %w", errLeaseLost, context.Cause(lease.fence)))
+		case <-stopped:
+			stopped = nil
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			graceEnd = t.C
+		case <-graceEnd:
+			graceEnd = nil
+			kill(errGrace)
 		}
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-finished:
-		case <-t.C:
-			cancel(errGrace)
-		}
-	}()
-	err = cmd.Wait()
+	}
+	end := p.end()
+	pp.finish(outDone, errDone, outputWait)
+
 	tail := stderr.String()
 	withTail := func(s string) string {
 		if tail == "" {
@@ -249,26 +290,38 @@ func runHandler(stop, fence context.Context, h *Handler, grace time.Duration, in
 		}
 		return s + ": " + tail
 	}
-	if err != nil {
-		switch cause := context.Cause(runCtx); {
-		case errors.Is(cause, errTimeout):
-			return turnResult{outcome: backend.OutcomeFailed, errText: withTail(fmt.Sprintf("timeout after %s", h.Timeout))}, nil
-		case errors.Is(cause, errLeaseLost):
-			return turnResult{leaseErr: context.Cause(fence)}, nil
-		case errors.Is(cause, errGrace):
-			return turnResult{outcome: backend.OutcomeInterrupted, errText: withTail(fmt.Sprintf("killed %s after the drain was stopped", grace))}, nil
-		}
-		var ee *exec.ExitError
-		msg := oneLine(err)
-		if errors.As(err, &ee) {
-			msg = ee.ProcessState.String() // "exit status 3", "signal: killed"
-		}
-		return turnResult{outcome: backend.OutcomeFailed, errText: withTail("handler " + msg)}, nil
-	}
-	if stdout.over {
-		return turnResult{outcome: backend.OutcomeFailed, errText: withTail(fmt.Sprintf("reply is larger than %d bytes", maxReply))}, nil
+	res := turnResult{end: end}
+	killed := end.killed() // by SIGKILL: ours, the supervisor's or anyone's
+	switch {
+	case end.err != nil:
+		// The supervisor was lost: whether the handler ran, and how it
+		// ended, is not known.
+		res.leaseErr = end.err
+		return res, nil
+	case killed && end.deadlineKill:
+		res.leaseErr = fmt.Errorf("killed by the handler supervisor at the lease deadline: %w", errLeaseLost)
+		return res, nil
+	case killed && errors.Is(cause, errTimeout):
+		res.outcome, res.errText = backend.OutcomeFailed, withTail(fmt.Sprintf("timeout after %s", h.Timeout))
+		return res, nil
+	case killed && errors.Is(cause, errLeaseLost):
+		res.leaseErr = cause
+		return res, nil
+	case killed && errors.Is(cause, errGrace):
+		res.outcome, res.errText = backend.OutcomeInterrupted, withTail(fmt.Sprintf("killed %s after the drain was stopped", grace))
+		return res, nil
+	case !end.success():
+		res.outcome, res.errText = backend.OutcomeFailed, withTail("handler "+end.status)
+		return res, nil
+	case stdout.over:
+		res.outcome, res.errText = backend.OutcomeFailed, withTail(fmt.Sprintf("reply is larger than %d bytes", maxReply))
+		return res, nil
 	}
 	// Like the shell's $(…), trailing newlines are not part of the reply.
-	reply := strings.TrimRight(strings.ToValidUTF8(stdout.buf.String(), "\uFFFD"), "\r\n")
-	return turnResult{reply: reply, outcome: backend.OutcomeCompleted}, nil
+	res.reply = strings.TrimRight(strings.ToValidUTF8(stdout.buf.String(), "\uFFFD"), "\r\n")
+	res.outcome = backend.OutcomeCompleted
+	return res, nil
 }
+
+// timeOfDay formats the times of a handler's end in messages.
+const timeOfDay = "15:04:05.000"

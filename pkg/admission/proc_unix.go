@@ -3,26 +3,29 @@
 package admission
 
 import (
-	"os/exec"
+	"io"
+	"os"
 	"syscall"
+	"time"
 )
 
-// setProcessGroup starts the handler in its own process group and makes
-// cancellation kill the whole group, so a handler's children (a shell
-// script's pipeline) do not outlive a timeout; on Linux the handler also
-// gets SIGKILL when the drainer dies (setDeathSignal).
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	setDeathSignal(cmd.SysProcAttr)
-	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+// readBuffered copies into w what is in the pipe f now, without waiting
+// for more.
+func readBuffered(f *os.File, w io.Writer, buf []byte) {
+	if f.SetReadDeadline(time.Time{}) != nil {
+		return
 	}
-}
-
-// killGroup kills what is left of the handler's process group once the
-// handler itself has exited: nothing of a turn outlives it.
-func killGroup(cmd *exec.Cmd) {
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
 	}
+	_ = rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := syscall.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				return true // empty (EAGAIN), ended, or failed: done, never wait
+			}
+			_, _ = w.Write(buf[:n])
+		}
+	})
 }

@@ -2,9 +2,21 @@
 
 package admission
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
-// setDeathSignal: only Linux can tie a child's life to its parent's; on
-// other systems a handler whose drainer was killed with SIGKILL runs on
-// until it ends (its admission is then unknown, never settled twice).
-func setDeathSignal(*syscall.SysProcAttr) {}
+// setProcessGroup starts the handler in its own process group, so a
+// handler's children (a shell script's pipeline) can be killed with it.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+// killGroup kills the handler's process group: the handler if it still
+// runs, and whatever it left running.
+func killGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
