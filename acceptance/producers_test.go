@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -249,6 +250,11 @@ func TestProducerPluginFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.env = append(c.env, "HERMESQ_CONFIG="+cfg)
+		delegationBin, err := os.ReadFile(filepath.Join(bin, "hermesq-producer-delegation"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		delegationSum := fmt.Sprintf("%x", sha256.Sum256(delegationBin))
 
 		c.ok("session", "open", "s1")
 		c.ok("delegate", "done", "--session", "s1", "--target", "s1", "--id", "A", "--result", "RESULT_alpha")
@@ -273,7 +279,8 @@ func TestProducerPluginFailures(t *testing.T) {
 			"hermesq: producer crash: crash: giving up before the handshake",
 			"hermesq: producer hang: failed: hung at handshake",
 			"hermesq: producer oldproto: failed: speaks another protocol version",
-			"hermesq: producer pinned: failed: sha256 checksum does not match the one pinned in the configuration",
+			"hermesq: producer pinned: failed: sha256 checksum does not match the one pinned in the configuration; not started (" +
+				filepath.Join(c.dir, "plugins", "hermesq-producer-pinned") + " has sha256 " + delegationSum + ", pinned " + strings.Repeat("ab", 32) + ")",
 			"hermesq: producer crashpoll: crashing in poll with 2 offers claimed",
 			"hermesq: producer crashpoll: plugin exited",
 		} {

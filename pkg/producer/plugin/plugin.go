@@ -165,7 +165,7 @@ func Start(cmd *exec.Cmd, o StartOptions) (*Client, error) {
 	rpc, err := client.Client()
 	if err != nil {
 		client.Kill()
-		return nil, startError(err)
+		return nil, startError(err, cmd.Path, o.Pin)
 	}
 	raw, err := rpc.Dispense(Name)
 	if err != nil {
@@ -178,6 +178,21 @@ func Start(cmd *exec.Cmd, o StartOptions) (*Client, error) {
 		return nil, &StartError{Err: fmt.Errorf("dispensed %T, not a producer", raw), permanent: true}
 	}
 	return &Client{c: client, p: p}, nil
+}
+
+// pinMismatch says what path's checksum is against pin, so an operator
+// can tell a stale pin from a swapped binary.
+func pinMismatch(path string, pin []byte) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Sprintf("%s: %v", path, err)
+	}
+	return fmt.Sprintf("%s has sha256 %x, pinned %x", path, h.Sum(nil), pin)
 }
 
 // skipNamed drops the log lines of one sub-logger: hclog writes each
@@ -194,13 +209,14 @@ func (w *skipNamed) Write(b []byte) (int, error) {
 	return w.out.Write(b)
 }
 
-// startError classifies a failure to start a plugin.
-func startError(err error) *StartError {
+// startError classifies a failure to start the plugin binary path, pinned
+// to pin (nil: not pinned).
+func startError(err error, path string, pin []byte) *StartError {
 	msg := err.Error()
 	lower := strings.ToLower(msg)
 	switch {
 	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
-		return &StartError{Err: errors.New("sha256 checksum does not match the one pinned in the configuration; not started"), permanent: true}
+		return &StartError{Err: fmt.Errorf("sha256 checksum does not match the one pinned in the configuration; not started (%s)", pinMismatch(path, pin)), permanent: true}
 	case strings.Contains(lower, "incompatible api version"):
 		return &StartError{Err: fmt.Errorf("speaks another protocol version: %s", oneLine(msg)), permanent: true}
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrPermission), strings.Contains(msg, "exec format error"):
