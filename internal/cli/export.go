@@ -122,8 +122,10 @@ func newImportCmd(f *Factory) *cobra.Command {
 		Long: `Import reads records as 'hermesq export' wrote them (from --file, or stdin)
 and writes them keeping ids, seqs, epochs and statuses. Every line is checked
 before anything is written: a bad line is reported with its number and
-nothing is imported (exit 2). A record already present with the same content
-is skipped; with other content the import is refused (exit 4).`,
+nothing is imported (exit 2); so is a file that would leave a loop in a
+lineage (a transcript its own parent or child, or a chain that comes back).
+A record already present with the same content is skipped; with other
+content the import is refused before anything is written (exit 4).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.MayCreateStore() // a command that writes may create the store

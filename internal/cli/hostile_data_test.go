@@ -51,3 +51,43 @@ func TestAdmitBatchIDsSortInSeqOrder(t *testing.T) {
 		}
 	})
 }
+
+// An import that would plant a loop in a lineage is refused whole (exit
+// 2, naming the chain), and one whose later record conflicts with the
+// store (a stale copy of a session the store holds) is refused before its
+// first write (exit 4): the store as it was, on both stores.
+func TestHostileImportLoopsAndLateConflicts(t *testing.T) {
+	onBothStores(t, func(t *testing.T, e *env, kind string) {
+		e.ok("admit", "old", "--text", "old input")
+		stale := e.export()
+		e.ok("drain", "old", "--", "true") // the epoch goes up: the copy is stale
+
+		sub := func(line, old, new string) string {
+			if !strings.Contains(line, old) {
+				t.Fatalf("template has no %q", old)
+			}
+			return strings.Replace(line, old, new, 1)
+		}
+		x1 := sub(sub(impSession, `"id":"n1"`, `"id":"x"`), `"current_transcript":"n1"`, `"current_transcript":"X1"`)
+		xt := func(id, parent string) string {
+			return sub(sub(sub(impTranscript, `"id":"n1"`, `"id":"`+id+`"`), `"session":"n1"`, `"session":"x"`),
+				`"parent":null`, `"parent":"`+parent+`"`)
+		}
+		other := newEnv(t)
+		other.ok("admit", "n1", "--text", "new input")
+		newSession := other.export()
+		if n := strings.Count(newSession, "\n"); n != 3 {
+			t.Fatalf("the new session exports %d records, want 3:\n%s", n, newSession)
+		}
+		checkRefusals(t, e, []refusal{
+			{"import a transcript its own parent", impFile(impSession, sub(impTranscript, `"parent":null`, `"parent":"n1"`)),
+				[]string{"import"}, ExitUsage, "line 2: transcript n1: its own parent"},
+			{"import a transcript its own child", impFile(impSession, sub(impTranscript, `"child":null`, `"child":"n1"`)),
+				[]string{"import"}, ExitUsage, "line 2: transcript n1: its own child"},
+			{"import two transcripts each the other's parent", impFile(x1, xt("X1", "X1c"), xt("X1c", "X1")),
+				[]string{"import"}, ExitUsage, "line 2: transcript X1: the lineage loops: X1 → X1c → X1"},
+			{"import a new session then a stale copy of a stored one", newSession + stale,
+				[]string{"import"}, ExitConflict, "import record 4"},
+		})
+	})
+}

@@ -67,6 +67,9 @@ func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err erro
 		return stepDone, true, nil
 	}
 	target, misrouted, err := d.s.resolve(ctx, sess, a)
+	if errors.Is(err, ErrLineageLoop) {
+		return d.lineageLoop(ctx, sess, a, err)
+	}
 	if err != nil {
 		if transient(err) {
 			return stepDeferred, false, fmt.Errorf("admission %s: %w", a.ID, err)
@@ -253,6 +256,12 @@ func (d *drainer) redecideTurn(ctx context.Context, a backend.Admission, req bac
 		return req, err
 	}
 	target, misrouted, err := d.s.resolve(ctx, sess, a)
+	if errors.Is(err, ErrLineageLoop) {
+		req.ExpectCurrent = sess.CurrentTranscript
+		req.Outcome, req.Messages, req.DeliveredTo = backend.OutcomeFailed, nil, ""
+		req.Error = lineageLoopError(err)
+		return req, nil
+	}
 	if err != nil {
 		return req, err
 	}
@@ -281,6 +290,23 @@ func (d *drainer) misrouted(ctx context.Context, sess backend.Session, a backend
 		Outcome: backend.OutcomeFailed,
 		Error:   "misrouted",
 	})
+}
+
+// lineageLoop settles an admission whose pinned transcript's lineage loops
+// in the store (ErrLineageLoop) failed, with the chain in its error,
+// written nowhere and kept for replay with a target: the damage stops this
+// admission, never the session's queue or another session's drain.
+func (d *drainer) lineageLoop(ctx context.Context, sess backend.Session, a backend.Admission, loop error) (stepResult, bool, error) {
+	return d.direct(ctx, backend.SettleRequest{
+		AdmissionID: a.ID, ExpectCurrent: sess.CurrentTranscript,
+		Outcome: backend.OutcomeFailed,
+		Error:   lineageLoopError(loop),
+	})
+}
+
+// lineageLoopError is the admission error of a target lost in a loop.
+func lineageLoopError(loop error) string {
+	return strings.TrimSuffix(loop.Error(), ": "+ErrLineageLoop.Error())
 }
 
 // closedTarget settles a human input whose session now points at a closed

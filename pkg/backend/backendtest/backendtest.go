@@ -61,6 +61,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, settleClaimTests...)
 	all = append(all, lineageTests...)
 	all = append(all, exportTests...)
+	all = append(all, importTests...)
 	all = append(all, roundTripTests...)
 	all = append(all, concurrencyTests...)
 	all = append(all, edgeTests...)
