@@ -11,12 +11,16 @@ import (
 
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/backend/backendtest"
 )
 
 // dataScenarios: compaction in one pass, lineage loops, and turns claimed
 // whose claim's reply was lost.
 var dataScenarios = []scenario{
 	{"CompactInOnePass", compactInOnePass},
+	{"Faults/SettleClaimLostClaimRetryFails", settleClaimLostClaimRetryFails},
+	{"Faults/SettleClaimLostGiveBackFails", settleClaimLostGiveBackFails},
+	{"Faults/ClaimLostDrainStopped", claimLostDrainStopped},
 }
 
 // compactCalls records the requests and results of Store.Compact.
@@ -137,4 +141,84 @@ func lineageLoop(t *testing.T, h *harness, damage DamageLineage) {
 	}
 	h.wantState(after.ID, "done/completed/turn")
 	h.wantState(other.ID, "done/completed/turn")
+}
+
+// A joint settle-and-claim commits and its reply is lost; the claim sent
+// again on its own then fails transiently until the settle deadline. The
+// turn it claimed never started: it is given back, and the drain runs it
+// (once) and the rest, instead of leaving it running under its live epoch
+// (the drain exiting busy, the next drainer pausing on it as unknown).
+func settleClaimLostClaimRetryFails(t *testing.T, h *harness) {
+	settleClaimLost(t, h, false)
+}
+
+// As settleClaimLostClaimRetryFails, and the read that would give the turn
+// back at once fails too: the next step finds it running under the
+// drainer's own epoch, never started, and gives it back then.
+func settleClaimLostGiveBackFails(t *testing.T, h *harness) {
+	settleClaimLost(t, h, true)
+}
+
+func settleClaimLost(t *testing.T, h *harness, readFails bool) {
+	h.openSession("s1")
+	var ids []string
+	for _, text := range []string{"A", "B", "C"} {
+		ids = append(ids, h.human("s1", text).Admission.ID)
+	}
+	h.faults.Inject(backendtest.Fault{Method: "SettleClaim", Mode: backendtest.FailAfter})
+	// The second claim: A's own is the first.
+	h.faults.Inject(backendtest.Fault{Method: "Claim", Nth: 2, Mode: backendtest.Stall, Stall: waitLimit})
+	if readFails {
+		// The first read is the settle's (found committed); the second,
+		// the give-back's.
+		h.faults.Inject(backendtest.Fault{Method: "GetAdmission", Nth: 2, Mode: backendtest.Stall, Stall: waitLimit})
+	}
+	opt := h.opts()
+	opt.SettleTimeout = time.Second
+	rep, err := h.svc.Drain(h.ctx, "s1", opt)
+	if err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if h.faults.Struck("SettleClaim") != 1 || h.faults.Struck("Claim") != 1 {
+		t.Fatalf("faults struck: settle-claim %d, claim %d; want 1, 1", h.faults.Struck("SettleClaim"), h.faults.Struck("Claim"))
+	}
+	if readFails && h.faults.Struck("GetAdmission") != 1 {
+		t.Fatalf("the give-back's read was not struck")
+	}
+	if rep.Turns != 3 {
+		t.Errorf("%d turns, want 3", rep.Turns)
+	}
+	for _, id := range ids {
+		h.wantState(id, "done/completed/turn")
+	}
+	h.wantStrings("handler runs", h.turnTexts(), []string{"A/0", "B/0", "C/0"})
+}
+
+// A plain claim commits and its reply is lost; its retry stalls and the
+// drain is stopped meanwhile. The turn never started: it is back in the
+// queue, not running, and the next drain runs it once (no unknown, no
+// pause).
+func claimLostDrainStopped(t *testing.T, h *harness) {
+	h.openSession("s1")
+	r := h.human("s1", "IN")
+	h.faults.Inject(backendtest.Fault{Method: "Claim", Mode: backendtest.FailAfter})
+	h.faults.Inject(backendtest.Fault{Method: "Claim", Mode: backendtest.Stall, Stall: waitLimit})
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.svc.Drain(ctx, "s1", h.opts())
+		done <- err
+	}()
+	h.eventually("the claim's retry stalls", func() bool { return h.faults.Struck("Claim") == 2 })
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatalf("drain stopped during the claim's retry: no error")
+	}
+	h.wantState(r.Admission.ID, "queued//")
+	if n := len(h.turns()); n != 0 {
+		t.Fatalf("the handler ran %d times before the claim was seen", n)
+	}
+	h.drain("s1")
+	h.oneTurn("s1", r.Admission.ID, "IN")
 }
