@@ -211,7 +211,8 @@ before anything is written: a bad line is reported with its number and
 nothing is imported (exit 2); so is a file that would leave a loop in a
 lineage (a transcript its own parent or child, or a chain that comes back).
 A record already present with the same content is skipped; with other
-content the import is refused before anything is written (exit 4).`,
+content the import is refused before anything is written (exit 4). It says
+how many records it wrote and how many were there already.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.MayCreateStore() // a command that writes may create the store
@@ -246,18 +247,20 @@ content the import is refused before anything is written (exit 4).`,
 			if err := f.requireAdmin("import"); err != nil {
 				return err
 			}
+			var res backend.ImportResult
 			if len(recs) > 0 {
 				if err := checkRecords(cmd.Context(), st, recs, lines); err != nil {
 					return err
 				}
-				if err := st.Import(cmd.Context(), recs); err != nil {
+				if res, err = st.Import(cmd.Context(), recs); err != nil {
 					return err
 				}
 			}
 			out := struct {
 				Imported int `json:"imported"`
-			}{len(recs)}
-			return p.object(out, textf("imported %d records\n", len(recs)))
+				Present  int `json:"present"`
+			}{res.Written, res.Present}
+			return p.object(out, textf("imported %d records, %d already there\n", res.Written, res.Present))
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "read from this file instead of stdin")

@@ -91,3 +91,25 @@ func TestHostileImportLoopsAndLateConflicts(t *testing.T) {
 		})
 	})
 }
+
+// Importing the same file twice: the second says nothing was written and
+// how many records were there already.
+func TestImportTwiceSaysNothingWritten(t *testing.T) {
+	onBothStores(t, func(t *testing.T, e *env, kind string) {
+		other := newEnv(t)
+		other.ok("admit", "n1", "--text", "one")
+		other.ok("admit", "n1", "--text", "two")
+		file := other.export()
+		r := e.runWith(file, false, "import").wantExit(t, 0)
+		if want := "imported 4 records, 0 already there\n"; r.out != want {
+			t.Errorf("first import: %q, want %q", r.out, want)
+		}
+		r = e.runWith(file, false, "import").wantExit(t, 0)
+		if want := "imported 0 records, 4 already there\n"; r.out != want {
+			t.Errorf("second import: %q, want %q", r.out, want)
+		}
+		if got := decode[map[string]int](t, e.runWith(file, false, "-o", "json", "import")); got["imported"] != 0 || got["present"] != 4 {
+			t.Errorf("third import, json: %v, want imported 0, present 4", got)
+		}
+	})
+}

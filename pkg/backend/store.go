@@ -227,10 +227,12 @@ type Store interface {
 	// request id or seq another admission holds, ErrConflict. A message
 	// that would leave a gap in its transcript is ErrInvalid. A record whose
 	// session or transcript is neither in the store nor before it in recs
-	// is ErrInvalid, and its batch is refused before anything is written.
-	// (bbolt writes a batch all or nothing; Redis, spanning many slots,
-	// keeps the records before a conflicting one.)
-	Import(ctx context.Context, recs []Record) error
+	// is ErrInvalid, and its batch is refused before anything is written;
+	// so is a batch with a record conflicting with the store (bbolt writes
+	// a batch in one transaction; Redis, spanning many slots, checks every
+	// record against the store before it writes the first). The result
+	// counts the records written and those already there.
+	Import(ctx context.Context, recs []Record) (ImportResult, error)
 
 	// Compact turns the session's done admissions settled before
 	// req.Before into tombstones, at most req.Limit of them (0: all), in
@@ -266,6 +268,12 @@ type Store interface {
 
 	// Close releases the store's resources.
 	Close() error
+}
+
+// ImportResult counts the records of an Import: written, and present
+// already with the same content (skipped).
+type ImportResult struct {
+	Written, Present int
 }
 
 // CompactRequest selects the admissions Store.Compact turns into tombstones.

@@ -259,3 +259,10 @@ func contextWithCancel(t testing.TB) (context.Context, context.CancelFunc) {
 	t.Cleanup(cancel)
 	return ctx, cancel
 }
+
+// importErr imports recs into s and returns only the error.
+func importErr(t *testing.T, s backend.Store, recs []backend.Record) error {
+	t.Helper()
+	_, err := s.Import(ctxOf(t), recs)
+	return err
+}

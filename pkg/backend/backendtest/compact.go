@@ -142,8 +142,8 @@ func testCompactExportImport(t *testing.T, newStore func(t *testing.T) backend.S
 		t.Fatalf("exported tombstones %v, want 3 with %s", tombs, note.ID)
 	}
 	fresh := newStore(t)
-	noErr(t, "import", fresh.Import(ctxOf(t), recs))
-	noErr(t, "import again", fresh.Import(ctxOf(t), recs))
+	noErr(t, "import", importErr(t, fresh, recs))
+	noErr(t, "import again", importErr(t, fresh, recs))
 	diff(t, "export of the imported store", recs, export(t, fresh))
 	r := admit1(t, fresh, autoReq("s1", "note text", "n2"))
 	if r.Err != nil || r.Result != backend.ResultDuplicate || r.Admission.ID != note.ID || r.PayloadDiffers {
@@ -157,7 +157,7 @@ func testCompactExportImport(t *testing.T, newStore func(t *testing.T) backend.S
 	}
 	bad.PayloadDigest = "not hex"
 	other := newStore(t)
-	err = other.Import(ctxOf(t), []backend.Record{recs[0], {Tombstone: &bad}})
+	err = importErr(t, other, []backend.Record{recs[0], {Tombstone: &bad}})
 	wantErr(t, "import a tombstone with a bad digest", err, backend.ErrInvalid)
 }
 

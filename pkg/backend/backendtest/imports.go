@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func testImportLineageLoops(t *testing.T, s backend.Store) {
 			"X1 → X1c → X1"},
 		{"a loop with the store's transcripts", []backend.Record{{Transcript: &looped}}, "c1 → s1 → c1"},
 	} {
-		err := s.Import(ctxOf(t), c.recs)
+		err := importErr(t, s, c.recs)
 		wantErr(t, "import "+c.name, err, backend.ErrInvalid)
 		if !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("import %s: %v, want %q in it", c.name, err, c.msg)
@@ -77,7 +78,7 @@ func testImportConflictWritesNothing(t *testing.T, newStore func(t *testing.T) b
 		t.Fatalf("the new session's records do not come first: %+v", recs[0])
 	}
 
-	err := s.Import(ctxOf(t), recs)
+	err := importErr(t, s, recs)
 	wantErr(t, "import a new session and then a stale copy of one the store holds", err, backend.ErrConflict)
 	diff(t, "the store after the refused import", before, export(t, s))
 	if _, err := s.GetSession(ctxOf(t), "n1", time.Time{}); err == nil {
@@ -89,7 +90,17 @@ func testImportConflictWritesNothing(t *testing.T, newStore func(t *testing.T) b
 	if _, err := s.GetTranscript(ctxOf(t), "n1"); err == nil {
 		t.Errorf("the refused import wrote n1's transcript")
 	}
-	// Without the stale copy it imports.
-	noErr(t, "import the new session alone", s.Import(ctxOf(t), recs[:len(recs)-len(stale)]))
+	// Without the stale copy it imports; again, it writes nothing and
+	// says so.
+	fresh := recs[:len(recs)-len(stale)]
+	res, err := s.Import(ctxOf(t), fresh)
+	noErr(t, "import the new session alone", err)
 	getAdmission(t, s, a.ID)
+	diff(t, "first import", backend.ImportResult{Written: len(fresh)}, res)
+	res, err = s.Import(ctxOf(t), fresh)
+	noErr(t, "import it again", err)
+	diff(t, "second import", backend.ImportResult{Present: len(fresh)}, res)
+	res, err = s.Import(ctxOf(t), append(slices.Clone(fresh), stale[len(stale)-1]))
+	noErr(t, "import it again with one record of old", err)
+	diff(t, "third import", backend.ImportResult{Present: len(fresh) + 1}, res)
 }

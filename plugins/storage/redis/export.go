@@ -95,20 +95,29 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 // what the store holds (each import script run in its check mode, which
 // answers as it would and writes nothing), so a conflict at the last
 // record refuses the batch with nothing of it written.
-func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
+func (s *Store) Import(ctx context.Context, recs []backend.Record) (backend.ImportResult, error) {
+	var res backend.ImportResult
 	if err := backend.CheckRecords(ctx, s, recs); err != nil {
-		return fmt.Errorf("redis: import: %w", err)
+		return res, fmt.Errorf("redis: import: %w", err)
 	}
 	imp := &importer{s: s, check: true, firstMsg: map[string]bool{}}
 	for _, check := range []bool{true, false} {
 		imp.check = check
 		for i, r := range recs {
-			if err := imp.record(ctx, r); err != nil {
-				return backend.Errorf(err, "import record %d", i+1)
+			there, err := imp.record(ctx, r)
+			if err != nil {
+				return res, backend.Errorf(err, "import record %d", i+1)
+			}
+			switch {
+			case check:
+			case there:
+				res.Present++
+			default:
+				res.Written++
 			}
 		}
 	}
-	return nil
+	return res, nil
 }
 
 // importer writes records, or with check only checks them against the
@@ -126,14 +135,16 @@ func (imp *importer) mode() string {
 	return "write"
 }
 
-func (imp *importer) record(ctx context.Context, r backend.Record) error {
+// record writes (or checks) one record and reports whether it was there
+// already with the same content.
+func (imp *importer) record(ctx context.Context, r backend.Record) (bool, error) {
 	s := imp.s
 	switch {
 	case r.Session != nil:
 		return s.importSession(ctx, r.Session, imp.mode())
 	case r.Transcript != nil:
 		if imp.check {
-			return s.checkTranscript(ctx, r.Transcript)
+			return false, s.checkTranscript(ctx, r.Transcript)
 		}
 		return s.importTranscript(ctx, r.Transcript)
 	case r.Message != nil:
@@ -147,19 +158,22 @@ func (imp *importer) record(ctx context.Context, r backend.Record) error {
 	case r.Tombstone != nil:
 		a, err := backend.TombstoneAdmission(r.Tombstone)
 		if err != nil {
-			return err
+			return false, err
 		}
 		return imp.admission(ctx, &a)
 	}
-	return backend.Errorf(backend.ErrInvalid, "redis: import: empty record")
+	return false, backend.Errorf(backend.ErrInvalid, "redis: import: empty record")
 }
 
-func (imp *importer) admission(ctx context.Context, a *backend.Admission) error {
+func (imp *importer) admission(ctx context.Context, a *backend.Admission) (bool, error) {
 	if imp.check {
-		return imp.s.checkAdmission(ctx, a)
+		return false, imp.s.checkAdmission(ctx, a)
 	}
 	return imp.s.importAdmission(ctx, a, "write")
 }
+
+// present says whether an import script found its record there already.
+func present(res []any) bool { return len(res) > 1 && str(res[1]) == "present" }
 
 // absentInCheck: in the check, a session or transcript the store does not
 // hold yet comes earlier in the import (CheckRecords saw to it), and
@@ -214,7 +228,7 @@ func (s *Store) checkAdmission(ctx context.Context, a *backend.Admission) error 
 			return backend.Errorf(backend.ErrConflict, "redis: import admission %s of session %s: session %s holds that id", a.ID, a.Session, owner)
 		}
 	}
-	err = s.importAdmission(ctx, a, "check")
+	_, err = s.importAdmission(ctx, a, "check")
 	if absentInCheck(err) {
 		return nil
 	}
@@ -230,102 +244,102 @@ func notImportedBefore(err error, what, parent string) error {
 	return err
 }
 
-func (s *Store) importSession(ctx context.Context, r *backend.SessionRecord, mode string) error {
+func (s *Store) importSession(ctx context.Context, r *backend.SessionRecord, mode string) (bool, error) {
 	if err := backend.ValidateID("session", r.ID); err != nil {
-		return err
+		return false, err
 	}
 	if mode == "write" {
 		if err := s.indexSession(ctx, r.ID); err != nil {
-			return err
+			return false, err
 		}
 	}
 	args := []any{s.k.changes(), r.ID, r.Owner, r.CurrentTranscript, itoa(int64(r.Epoch)),
 		itoa(int64(r.Generation)), itoa(int64(r.NextSeq)), nsOf(r.CreatedAt), mode}
 	for _, g := range backend.NormalGrants(r.Grants) {
 		if err := backend.CheckGrant(g); err != nil {
-			return fmt.Errorf("redis: import session %s: %w", r.ID, err)
+			return false, fmt.Errorf("redis: import session %s: %w", r.ID, err)
 		}
 		v, err := grantValue(g)
 		if err != nil {
-			return err
+			return false, err
 		}
 		args = append(args, g.Principal, v)
 	}
 	res, err := s.eval(ctx, scriptImportSession, []string{s.k.session(r.ID), s.k.grants(r.ID)}, args...)
 	if err != nil {
-		return s.wrap("import session "+r.ID, err)
+		return false, s.wrap("import session "+r.ID, err)
 	}
-	return s.scriptErr(res, "import", "session "+r.ID)
+	return present(res), s.scriptErr(res, "import", "session "+r.ID)
 }
 
-func (s *Store) importTranscript(ctx context.Context, t *backend.Transcript) error {
+func (s *Store) importTranscript(ctx context.Context, t *backend.Transcript) (bool, error) {
 	if err := backend.ValidateID("transcript", t.ID); err != nil {
-		return err
+		return false, err
 	}
 	if err := notImportedBefore(s.requireSession(ctx, t.Session), "transcript "+t.ID, "session "+t.Session); err != nil {
-		return err
+		return false, err
 	}
 	claim, err := s.claimTranscript(ctx, t.Session, t.ID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	res, err := s.eval(ctx, scriptImportTranscript, []string{s.k.session(t.Session), s.k.transcripts(t.Session)},
 		s.k.changes(), t.Session, t.ID, t.Parent, t.Child, nsOf(t.EndedAt), t.EndReason, nsOf(t.CreatedAt), "write")
 	if err != nil {
-		return s.wrap("import transcript "+t.ID, err)
+		return false, s.wrap("import transcript "+t.ID, err)
 	}
 	if err := s.scriptErr(res, "import", "transcript "+t.ID); err != nil {
 		s.releaseClaim(ctx, t.ID, claim)
-		return err
+		return false, err
 	}
-	return nil
+	return present(res), nil
 }
 
-func (s *Store) importMessage(ctx context.Context, m *backend.Message, mode string) error {
+func (s *Store) importMessage(ctx context.Context, m *backend.Message, mode string) (bool, error) {
 	session, _, err := s.transcriptSession(ctx, m.Transcript)
 	if mode != "write" && absentInCheck(err) {
-		return nil
+		return false, nil
 	}
 	if err := notImportedBefore(err, "message "+itoa(int64(m.Seq)), "transcript "+m.Transcript); err != nil {
-		return err
+		return false, err
 	}
 	if m.Seq == 0 {
-		return backend.Errorf(backend.ErrInvalid, "redis: import message of %s: seq 0", m.Transcript)
+		return false, backend.Errorf(backend.ErrInvalid, "redis: import message of %s: seq 0", m.Transcript)
 	}
 	raw, err := encodeMessage(m.Role, m.Content, m.AdmissionID, m.CreatedAt, m.Metadata)
 	if err != nil {
-		return err
+		return false, err
 	}
 	res, err := s.eval(ctx, scriptImportMessage, []string{s.k.transcripts(session), s.k.messages(session, m.Transcript)},
 		s.k.changes(), session, m.Transcript, itoa(int64(m.Seq)), string(m.Role), raw, mode)
 	if err != nil {
-		return s.wrap("import message "+m.Transcript, err)
+		return false, s.wrap("import message "+m.Transcript, err)
 	}
-	return s.scriptErr(res, "import", "message "+itoa(int64(m.Seq))+" of transcript "+m.Transcript)
+	return present(res), s.scriptErr(res, "import", "message "+itoa(int64(m.Seq))+" of transcript "+m.Transcript)
 }
 
 // importAdmission writes an admission (mode "write"), or checks it against
 // its session (mode "check": ErrNotFound when the store has no such
 // session yet).
-func (s *Store) importAdmission(ctx context.Context, a *backend.Admission, mode string) error {
+func (s *Store) importAdmission(ctx context.Context, a *backend.Admission, mode string) (bool, error) {
 	if a.ID == "" {
-		return backend.Errorf(backend.ErrInvalid, "redis: import admission without id")
+		return false, backend.Errorf(backend.ErrInvalid, "redis: import admission without id")
 	}
 	if mode == "write" {
 		if err := notImportedBefore(s.requireSession(ctx, a.Session), "admission "+a.ID, "session "+a.Session); err != nil {
-			return err
+			return false, err
 		}
 		taken, err := s.writeLookups(ctx, "import admission "+a.ID, a.Session, []backend.AdmitRequest{{ID: a.ID, Identities: a.Identities}})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if holder, ok := taken[a.ID]; ok {
-			return backend.Errorf(backend.ErrConflict, "redis: import admission %s of session %s: session %s holds that id", a.ID, a.Session, holder)
+			return false, backend.Errorf(backend.ErrConflict, "redis: import admission %s of session %s: session %s holds that id", a.ID, a.Session, holder)
 		}
 	}
 	rec, err := json.Marshal(recOf(*a))
 	if err != nil {
-		return errInternalf("import admission %s: %v", a.ID, err)
+		return false, errInternalf("import admission %s: %v", a.ID, err)
 	}
 	sid := a.Session
 	args := []any{s.k.changes(), sid, a.ID, string(rec), storedPayload(a), strings.Join(a.Identities, "\x00"), mode}
@@ -338,7 +352,7 @@ func (s *Store) importAdmission(ctx context.Context, a *backend.Admission, mode 
 		s.k.identities(sid), s.k.requests(sid),
 	}, args...)
 	if err != nil {
-		return s.wrap("import admission "+a.ID, err)
+		return false, s.wrap("import admission "+a.ID, err)
 	}
-	return s.scriptErr(res, "import", "admission "+a.ID)
+	return present(res), s.scriptErr(res, "import", "admission "+a.ID)
 }

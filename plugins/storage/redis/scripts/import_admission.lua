@@ -9,7 +9,8 @@
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] record JSON   ARGV[5] payload   ARGV[6] identity list (NUL-joined)
 -- ARGV[7] 'check' or 'write'   ARGV[8..] identities
--- Returns {'ok'} or {'not_found'} (no session), {'conflict', what}.
+-- Returns {'ok'} (written), {'ok', 'present'} (there already) or
+-- {'not_found'} (no session), {'conflict', what}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 local id = ARGV[3]
@@ -24,7 +25,7 @@ if old then
   end
   if redis.call('HGET', KEYS[3], id) ~= ARGV[5] then return {'conflict', 'payload'} end
   if (redis.call('HGET', KEYS[4], id) or '') ~= ARGV[6] then return {'conflict', 'identities'} end
-  return {'ok'}
+  return {'ok', 'present'}
 end
 for i = 8, #ARGV do
   local holder = redis.call('HGET', KEYS[9], ARGV[i])

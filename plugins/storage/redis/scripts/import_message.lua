@@ -6,7 +6,8 @@
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] transcript id
 -- ARGV[4] seq   ARGV[5] role   ARGV[6] message JSON (without seq)
 -- ARGV[7] 'write', 'check' or 'check-first'
--- Returns {'ok'} or {'not_found'} (no transcript), {'conflict'} (another
+-- Returns {'ok'} (written), {'ok', 'present'} (there already) or
+-- {'not_found'} (no transcript), {'conflict'} (another
 -- message at seq), {'gap', next seq} (seq beyond the next one).
 local tr = getrec(KEYS[1], ARGV[3])
 if not tr then return {'not_found'} end
@@ -14,7 +15,7 @@ local seq = tonumber(ARGV[4])
 local n = redis.call('LLEN', KEYS[2])
 if seq <= n then
   if redis.call('LINDEX', KEYS[2], seq - 1) ~= ARGV[6] then return {'conflict'} end
-  return {'ok'}
+  return {'ok', 'present'}
 end
 if ARGV[7] == 'check' then return {'ok'} end
 if seq ~= n + 1 then return {'gap', n + 1} end

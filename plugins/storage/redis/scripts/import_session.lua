@@ -6,7 +6,8 @@
 -- ARGV[5] epoch   ARGV[6] generation   ARGV[7] next_seq   ARGV[8] created_at (ns)
 -- ARGV[9] 'check' or 'write'
 -- ARGV[10..] grants: principal, grant JSON, principal, grant JSON…
--- Returns {'ok'} or {'conflict', field}.
+-- Returns {'ok'} (written), {'ok', 'present'} (there already) or
+-- {'conflict', field}.
 local s = hgetall(KEYS[1])
 if s then
   local want = {owner = ARGV[3], current = ARGV[4], epoch = ARGV[5], generation = ARGV[6],
@@ -20,7 +21,7 @@ if s then
     n = n + 1
   end
   if redis.call('HLEN', KEYS[2]) ~= n then return {'conflict', 'grants'} end
-  return {'ok'}
+  return {'ok', 'present'}
 end
 if ARGV[9] == 'check' then return {'ok'} end
 redis.call('HSET', KEYS[1], 'id', ARGV[2], 'owner', ARGV[3], 'current', ARGV[4], 'epoch', ARGV[5],

@@ -5,7 +5,8 @@
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] transcript id
 -- ARGV[4] parent   ARGV[5] child   ARGV[6] ended_at (ns)   ARGV[7] end_reason
 -- ARGV[8] created_at (ns)   ARGV[9] 'check' or 'write'
--- Returns {'ok'} or {'not_found'} (no session), {'conflict', field}.
+-- Returns {'ok'} (written), {'ok', 'present'} (there already) or
+-- {'not_found'} (no session), {'conflict', field}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 local want = {id = ARGV[3], session = ARGV[2], parent = ARGV[4], child = ARGV[5],
@@ -15,7 +16,7 @@ if tr then
   for k, v in pairs(want) do
     if tr[k] ~= v then return {'conflict', k} end
   end
-  return {'ok'}
+  return {'ok', 'present'}
 end
 if ARGV[9] == 'check' then return {'ok'} end
 local n = tonumber(s.tcount) + 1
