@@ -253,6 +253,10 @@ how many records it wrote and how many were there already.`,
 					return err
 				}
 				if res, err = st.Import(cmd.Context(), recs); err != nil {
+					var re *backend.RecordError
+					if errors.As(err, &re) && re.Index >= 0 && re.Index < len(lines) {
+						return fmt.Errorf("import: line %d: %w", lines[re.Index], re.Err)
+					}
 					return err
 				}
 			}

@@ -87,7 +87,7 @@ func TestHostileImportLoopsAndLateConflicts(t *testing.T) {
 			{"import two transcripts each the other's parent", impFile(x1, xt("X1", "X1c"), xt("X1c", "X1")),
 				[]string{"import"}, ExitUsage, "line 2: transcript X1: the lineage loops: X1 → X1c → X1"},
 			{"import a new session then a stale copy of a stored one", newSession + stale,
-				[]string{"import"}, ExitConflict, "import record 4"},
+				[]string{"import"}, ExitConflict, "import: line 4: "},
 		})
 	})
 }

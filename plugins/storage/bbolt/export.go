@@ -112,7 +112,7 @@ func (s *Store) Import(ctx context.Context, recs []backend.Record) (backend.Impo
 				err = backend.Errorf(backend.ErrInvalid, "empty record")
 			}
 			if err != nil {
-				return fmt.Errorf("bbolt: import record %d: %w", i+1, err)
+				return fmt.Errorf("bbolt: import: %w", &backend.RecordError{Index: i, Err: err})
 			}
 			if there {
 				res.Present++

@@ -106,7 +106,7 @@ func (s *Store) Import(ctx context.Context, recs []backend.Record) (backend.Impo
 		for i, r := range recs {
 			there, err := imp.record(ctx, r)
 			if err != nil {
-				return res, backend.Errorf(err, "import record %d", i+1)
+				return res, fmt.Errorf("redis: import: %w", &backend.RecordError{Index: i, Err: err})
 			}
 			switch {
 			case check:
