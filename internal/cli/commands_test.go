@@ -580,8 +580,8 @@ func TestExportImport(t *testing.T) {
 	if got := e.ok("--store", other, "export").out; got != dump {
 		t.Fatalf("round trip differs:\n%s\nwant:\n%s", got, dump)
 	}
-	// Importing again is a no-op.
-	if n := decode[map[string]int](t, e.runWith(dump, false, "--store", other, "-o", "json", "import")); n["imported"] == 0 {
+	// Importing again is a no-op, and says so.
+	if n := decode[map[string]int](t, e.runWith(dump, false, "--store", other, "-o", "json", "import")); n["imported"] != 0 || n["present"] == 0 {
 		t.Fatalf("re-import: %v", n)
 	}
 	if got := e.ok("--store", other, "export").out; got != dump {

@@ -32,7 +32,8 @@ crash leaves the old file or the new one, both complete); on Redis the
 allocator is asked to release freed memory. The store's size before and after
 is reported (bbolt: the file; Redis: used_memory of the server).
 
---dry-run lists what would be removed and changes nothing.`,
+A cutoff before 1970-01-01 (--older-than longer than the time since then) is
+refused (exit 2). --dry-run lists what would be removed and changes nothing.`,
 		Example:           "  hermesq compact --older-than 720h --dry-run\n  hermesq compact --older-than 720h",
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,

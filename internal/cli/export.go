@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,9 +25,14 @@ func newExportCmd(f *Factory) *cobra.Command {
 		Short: "Write every record of the store as NDJSON",
 		Long: `Export writes every record of the store, one JSON object a line: for each
 session the session, then its transcripts, messages and admissions. 'hermesq
-import' reads it back, into the same or another kind of store. --file writes
-the file whole or not at all (a temporary file renamed into place); without
-it, or with -, the records go to stdout. The format does not depend on -o.`,
+import' reads it back, into the same or another kind of store. --file PATH
+replaces a regular file (or the regular file a symlink points to, the symlink
+kept) whole or not at all: a temporary file beside it, synced and renamed
+over it. A FIFO, a device or an open descriptor (/dev/fd/N, /dev/stdout,
+>(cmd)) is written into directly, and a write error (/dev/full) is reported
+(exit 1). A directory, a socket or anything else is refused (exit 2), never
+replaced. Without --file, or with -, the records go to stdout. The format
+does not depend on -o.`,
 		Example: `  hermesq export --file backup.ndjson
   hermesq export | hermesq --store redis://127.0.0.1:6380/0 import`,
 		Args: cobra.NoArgs,
@@ -50,7 +56,7 @@ it, or with -, the records go to stdout. The format does not depend on -o.`,
 				}
 				return bw.Flush()
 			}
-			return writeFileAtomic(file, func(w io.Writer) error { return exportTo(cmd, st, w, prog) })
+			return writeExportFile(file, func(w io.Writer) error { return exportTo(cmd, st, w, prog) })
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "write to this file instead of stdout")
@@ -75,6 +81,86 @@ func exportTo(cmd *cobra.Command, st backend.Store, w io.Writer, prog *progress)
 		prog.add(1)
 		return nil
 	})
+}
+
+// writeExportFile writes the export to path, by what path names: a
+// regular file, or a symlink to one, is replaced atomically (the temporary
+// file is written beside the symlink's target and renamed over it, so the
+// symlink stays); a path that does not exist is created the same way; a
+// FIFO, a device or an open descriptor (/dev/fd/N, /proc/self/fd/N,
+// /dev/stdout) is opened and written into, its write errors reported; a
+// directory, a socket or anything else is refused, never replaced.
+func writeExportFile(path string, write func(w io.Writer) error) error {
+	if isDescriptorPath(path) {
+		return writeInto(path, write)
+	}
+	fi, err := os.Stat(path) // through symlinks
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&os.ModeSymlink != 0 {
+			return backend.Errorf(backend.ErrInvalid, "export --file %s: a symlink to nothing: want a regular file, a FIFO or a device", path)
+		}
+		return writeFileAtomic(path, write)
+	case err != nil:
+		return backend.Errorf(backend.ErrInvalid, "export --file %s: %v", path, err)
+	case fi.Mode().IsRegular():
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return backend.Errorf(backend.ErrInvalid, "export --file %s: %v", path, err)
+		}
+		return writeFileAtomic(target, write)
+	case fi.Mode()&(os.ModeNamedPipe|os.ModeDevice|os.ModeCharDevice) != 0:
+		return writeInto(path, write)
+	}
+	return backend.Errorf(backend.ErrInvalid, "export --file %s: %s: want a regular file (replaced whole), a FIFO or a device (written into); it is left as it is",
+		path, fileKind(fi.Mode()))
+}
+
+// isDescriptorPath says whether path names an open file descriptor
+// (/dev/fd/N, /dev/stdout, /proc/self/fd/N, a shell's >(cmd)), which is
+// written into whatever it is: replacing the file behind it would leave the
+// descriptor's reader with nothing.
+func isDescriptorPath(path string) bool {
+	p := filepath.Clean(path)
+	for _, prefix := range []string{"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"} {
+		if strings.HasPrefix(p, prefix) {
+			return true
+		}
+	}
+	return p == "/dev/stdout" || p == "/dev/stderr"
+}
+
+// fileKind names a mode that export --file refuses.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file (" + m.Type().String() + ")"
+}
+
+// writeInto opens path for writing and writes the export into it: a FIFO,
+// a device, a descriptor. Appending, so a descriptor on a regular file
+// opened with >> keeps what it holds; a write error is the command's (exit 1).
+func writeInto(path string, write func(w io.Writer) error) error {
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return backend.Errorf(backend.ErrInvalid, "export --file %s: %v", path, err)
+	}
+	bw := bufio.NewWriter(fh)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("export --file %s: %w", path, err)
+	}
+	return nil
 }
 
 // writeFileAtomic writes path through a temporary file in the same
@@ -122,8 +208,11 @@ func newImportCmd(f *Factory) *cobra.Command {
 		Long: `Import reads records as 'hermesq export' wrote them (from --file, or stdin)
 and writes them keeping ids, seqs, epochs and statuses. Every line is checked
 before anything is written: a bad line is reported with its number and
-nothing is imported (exit 2). A record already present with the same content
-is skipped; with other content the import is refused (exit 4).`,
+nothing is imported (exit 2); so is a file that would leave a loop in a
+lineage (a transcript its own parent or child, or a chain that comes back).
+A record already present with the same content is skipped; with other
+content the import is refused before anything is written (exit 4). It says
+how many records it wrote and how many were there already.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.MayCreateStore() // a command that writes may create the store
@@ -158,18 +247,24 @@ is skipped; with other content the import is refused (exit 4).`,
 			if err := f.requireAdmin("import"); err != nil {
 				return err
 			}
+			var res backend.ImportResult
 			if len(recs) > 0 {
 				if err := checkRecords(cmd.Context(), st, recs, lines); err != nil {
 					return err
 				}
-				if err := st.Import(cmd.Context(), recs); err != nil {
+				if res, err = st.Import(cmd.Context(), recs); err != nil {
+					var re *backend.RecordError
+					if errors.As(err, &re) && re.Index >= 0 && re.Index < len(lines) {
+						return fmt.Errorf("import: line %d: %w", lines[re.Index], re.Err)
+					}
 					return err
 				}
 			}
 			out := struct {
 				Imported int `json:"imported"`
-			}{len(recs)}
-			return p.object(out, textf("imported %d records\n", len(recs)))
+				Present  int `json:"present"`
+			}{res.Written, res.Present}
+			return p.object(out, textf("imported %d records, %d already there\n", res.Written, res.Present))
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "read from this file instead of stdin")

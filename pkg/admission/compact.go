@@ -14,6 +14,7 @@ type CompactRequest struct {
 	OlderThan time.Duration
 	Session   string // "": every session
 	DryRun    bool   // list what would be compacted; change nothing
+	Batch     int    // admissions one Store.Compact call examines; 0: compactBatch
 }
 
 // SessionCompaction is what compaction did (or would do) in one session.
@@ -35,20 +36,30 @@ type CompactReport struct {
 	SizeAfter  int64 `json:"size_after"`
 }
 
-// compactBatch bounds the tombstones one Store.Compact call writes, so a
-// large compaction holds the store briefly at a time.
+// compactBatch bounds the admissions one Store.Compact call examines (and
+// so the tombstones it writes), so a large compaction holds the store
+// briefly at a time.
 const compactBatch = 1000
 
 // Compact turns the done admissions settled before now-OlderThan into
-// tombstones (Store.Compact, session by session, in batches), then gives
+// tombstones (Store.Compact, session by session, in batches, one pass over
+// each session with a cursor), then gives
 // the freed space back (Store.Reclaim). Their identities, request ids and
 // ids keep resolving as duplicates. With DryRun it only lists them.
 func (s *Service) Compact(ctx context.Context, req CompactRequest) (CompactReport, error) {
 	rep := CompactReport{DryRun: req.DryRun, Sessions: []SessionCompaction{}}
+	batch := req.Batch
+	if batch <= 0 {
+		batch = compactBatch
+	}
 	if req.OlderThan <= 0 {
 		return rep, invalidf("compact: --older-than must be a positive duration")
 	}
 	rep.Before = s.now().Add(-req.OlderThan).UTC()
+	if rep.Before.Before(time.Unix(0, 0)) {
+		return rep, invalidf("compact: --older-than %s reaches before 1970-01-01 (the cutoff would be %s)",
+			req.OlderThan, rep.Before.Format(time.RFC3339))
+	}
 	var sessions []string
 	if req.Session != "" {
 		if err := backend.ValidateID("session", req.Session); err != nil {
@@ -87,15 +98,17 @@ func (s *Service) Compact(ctx context.Context, req CompactRequest) (CompactRepor
 				}
 			}
 		} else {
-			for {
-				res, err := s.Store.Compact(ctx, backend.CompactRequest{Session: sid, Before: rep.Before, Limit: compactBatch})
+			// One pass: each call starts where the last one stopped.
+			for after := uint64(0); ; {
+				res, err := s.Store.Compact(ctx, backend.CompactRequest{Session: sid, Before: rep.Before, After: after, Scan: batch})
 				if err != nil {
 					return rep, fmt.Errorf("compact: %w", err)
 				}
 				sc.Compacted = append(sc.Compacted, res.Compacted...)
-				if len(res.Compacted) < compactBatch {
+				if res.Next == 0 {
 					break
 				}
+				after = res.Next
 			}
 		}
 		if len(sc.Compacted) > 0 {

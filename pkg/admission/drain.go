@@ -91,7 +91,7 @@ func (s *Service) Drain(ctx context.Context, session string, opt DrainOptions) (
 
 	close(stopRenew)
 	renewing.Wait()
-	bg, cancel := settleContext(ctx)
+	bg, cancel := d.settleContext(ctx)
 	defer cancel()
 	if rerr := d.release(bg); rerr != nil {
 		opt.Log("drain %s: release lease: %v", session, rerr)

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -74,6 +75,11 @@ func (d *drainer) settleAndClaim(ctx context.Context, req backend.SettleRequest,
 			return r.Settled, err
 		}
 		r.Claimed, claimErr = d.claimFrom(ctx, true, creq)
+		if claimErr != nil && !errors.Is(claimErr, backend.ErrNotHead) {
+			// The first attempt may have claimed it with its reply lost,
+			// and the retries could not tell: never started, it goes back.
+			d.giveBackClaim(ctx, creq.AdmissionID)
+		}
 	}
 	if claimErr == nil {
 		p.claimed = r.Claimed
@@ -92,6 +98,33 @@ func (d *drainer) settleAndClaim(ctx context.Context, req backend.SettleRequest,
 	return r.Settled, nil
 }
 
+// giveBackClaim gives back a turn whose claim may have committed with its
+// reply lost when the retries could not learn it (they ran out, or the
+// drain stopped): read with a fresh settle deadline, an admission running
+// under this drainer's epoch was claimed by it and never started (the
+// drainer starts a turn only from a claim it saw succeed), so it is
+// requeued, not left running for the next drainer to find unknown.
+func (d *drainer) giveBackClaim(ctx context.Context, id string) {
+	bg, cancel := d.settleContext(ctx)
+	defer cancel()
+	var b backoff
+	a, err := d.readAdmission(bg, id, &b)
+	if err != nil {
+		d.opt.Log("drain %s: give back admission %s (its claim's reply lost): read: %v", d.session, id, err)
+		return
+	}
+	if a.Status != backend.StatusRunning || a.Epoch != d.lease.Epoch {
+		return // not claimed, or not by this drainer
+	}
+	if _, err := d.requeue(bg, backend.SettleRequest{
+		Session: d.session, AdmissionID: a.ID, Epoch: a.Epoch, Generation: a.Generation, Now: d.s.now(),
+	}); err != nil {
+		d.opt.Log("drain %s: give back admission %s (its claim's reply lost): %v", d.session, id, err)
+		return
+	}
+	d.opt.Log("drain %s: admission %s claimed with its reply lost, given back unstarted", d.session, id)
+}
+
 // giveBackNext requeues a turn claimed with the last settle that the drain
 // did not run (it stopped first): it never started, so it goes back to the
 // queue untouched. If the lease is lost meanwhile the requeue is fenced,
@@ -103,7 +136,7 @@ func (d *drainer) giveBackNext(ctx context.Context) {
 		return
 	}
 	d.next = nil
-	bg, cancel := settleContext(ctx)
+	bg, cancel := d.settleContext(ctx)
 	defer cancel()
 	_, err := d.requeue(bg, backend.SettleRequest{
 		Session: d.session, AdmissionID: p.claimed.ID, Epoch: p.claimed.Epoch, Generation: p.claimed.Generation, Now: d.s.now(),

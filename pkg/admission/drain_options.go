@@ -45,6 +45,11 @@ type DrainOptions struct {
 	// memory stays flat however long the drain, for a caller that sees each
 	// admission through Settled.
 	NoExecuted bool
+	// SettleTimeout bounds the store writes that record work done and are
+	// retried past a transient failure or after ctx ended (a turn's
+	// settle, a claim's retry, giving a turn back, the lease release);
+	// 0 → 30s.
+	SettleTimeout time.Duration
 }
 
 // DefaultLease is the drain lease TTL when DrainOptions.Lease is zero.
@@ -94,8 +99,7 @@ const maxNotHead = 5
 // at the queue anyway, in case an event was lost.
 const followSafety = 30 * time.Second
 
-// settleTimeout bounds the store writes made after ctx ended (the settle of
-// a turn that finished within the grace, the lease release).
+// settleTimeout is DrainOptions.SettleTimeout's default.
 const settleTimeout = 30 * time.Second
 
 type backoff struct{ d time.Duration }
@@ -136,6 +140,12 @@ func (o DrainOptions) normalise() (DrainOptions, error) {
 	}
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
+	}
+	if o.SettleTimeout < 0 {
+		return o, invalidf("drain settle timeout %s is negative", o.SettleTimeout)
+	}
+	if o.SettleTimeout == 0 {
+		o.SettleTimeout = settleTimeout
 	}
 	if o.Lease < MinLease {
 		return o, invalidf("drain lease %s is shorter than %s", o.Lease, MinLease)

@@ -42,7 +42,7 @@ func (d *drainer) noteRun(ctx context.Context, sess backend.Session, a backend.A
 			}
 		}
 	}
-	sctx, cancel := settleContext(ctx)
+	sctx, cancel := d.settleContext(ctx)
 	defer cancel()
 	settled, err := d.s.Store.SettleRun(sctx, reqs)
 	if err != nil && transient(err) && len(settled) == 0 {

@@ -24,9 +24,9 @@ import (
 
 // settleContext is the context of the writes that record work done: they
 // outlive the drain's ctx (a stop must not lose a finished turn) for at
-// most settleTimeout.
-func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+// most DrainOptions.SettleTimeout.
+func (d *drainer) settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d.opt.SettleTimeout)
 }
 
 // fencedWrite runs write until it succeeds, fails for good, or ctx ends,

@@ -67,6 +67,9 @@ func (d *drainer) step(ctx context.Context) (res stepResult, idle bool, err erro
 		return stepDone, true, nil
 	}
 	target, misrouted, err := d.s.resolve(ctx, sess, a)
+	if errors.Is(err, ErrLineageLoop) {
+		return d.lineageLoop(ctx, sess, a, err)
+	}
 	if err != nil {
 		if transient(err) {
 			return stepDeferred, false, fmt.Errorf("admission %s: %w", a.ID, err)
@@ -135,8 +138,11 @@ func (d *drainer) turnDueWithoutHandler(ctx context.Context) error {
 }
 
 // unknown applies the OnUnknown policy to the session's unknown
-// admissions. A running admission seen under our own lease cannot be ours
-// (we settle before taking the next), so it is reported as busy.
+// admissions. An admission running under this drainer's own epoch between
+// two steps was claimed by it and never started (a turn is settled before
+// the next step; a claim whose reply was lost and whose retries failed
+// leaves one): it is given back to the queue. One running under another
+// epoch with the lease ours cannot be, and is reported as busy.
 func (d *drainer) unknown(ctx context.Context) (stepResult, bool, error) {
 	unk, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
 		Statuses: []backend.Status{backend.StatusUnknown},
@@ -148,7 +154,7 @@ func (d *drainer) unknown(ctx context.Context) (stepResult, bool, error) {
 		return stepDone, false, fmt.Errorf("drain %s: read unknown admissions: %w", d.session, err)
 	}
 	if len(unk) == 0 {
-		return stepDone, false, fmt.Errorf("drain %s: an admission is running under epoch %d's lease: %w", d.session, d.lease.Epoch, backend.ErrBusy)
+		return d.runningUnstarted(ctx)
 	}
 	if d.opt.OnUnknown == OnUnknownPause {
 		ids := make([]string, len(unk))
@@ -223,7 +229,7 @@ func firstLine(s string) string {
 // note or a misroute, so neither can be left half-done.
 func (d *drainer) direct(ctx context.Context, req backend.SettleRequest) (stepResult, bool, error) {
 	req.Session, req.Epoch, req.Direct, req.Now = d.session, d.lease.Epoch, true, d.s.now()
-	sctx, cancel := settleContext(ctx)
+	sctx, cancel := d.settleContext(ctx)
 	defer cancel()
 	a, err := d.settleDirect(sctx, req)
 	switch {
@@ -253,6 +259,12 @@ func (d *drainer) redecideTurn(ctx context.Context, a backend.Admission, req bac
 		return req, err
 	}
 	target, misrouted, err := d.s.resolve(ctx, sess, a)
+	if errors.Is(err, ErrLineageLoop) {
+		req.ExpectCurrent = sess.CurrentTranscript
+		req.Outcome, req.Messages, req.DeliveredTo = backend.OutcomeFailed, nil, ""
+		req.Error = lineageLoopError(err)
+		return req, nil
+	}
 	if err != nil {
 		return req, err
 	}
@@ -281,6 +293,55 @@ func (d *drainer) misrouted(ctx context.Context, sess backend.Session, a backend
 		Outcome: backend.OutcomeFailed,
 		Error:   "misrouted",
 	})
+}
+
+// runningUnstarted gives back the admissions running under this drainer's
+// epoch, which it claimed and never started (see unknown), and looks at
+// the head again; with none, the session is busy.
+func (d *drainer) runningUnstarted(ctx context.Context) (stepResult, bool, error) {
+	running, err := d.s.Store.ListAdmissions(ctx, d.session, backend.AdmissionFilter{
+		Statuses: []backend.Status{backend.StatusRunning},
+	})
+	if err != nil {
+		if transient(err) {
+			return stepDeferred, false, err
+		}
+		return stepDone, false, fmt.Errorf("drain %s: read running admissions: %w", d.session, err)
+	}
+	n := 0
+	for _, a := range running {
+		if a.Epoch != d.lease.Epoch {
+			continue
+		}
+		if _, err := d.requeue(ctx, backend.SettleRequest{
+			Session: d.session, AdmissionID: a.ID, Epoch: a.Epoch, Generation: a.Generation, Now: d.s.now(),
+		}); err != nil {
+			return stepDone, false, fmt.Errorf("drain %s: give back admission %s (claimed, never started): %w", d.session, a.ID, err)
+		}
+		d.opt.Log("drain %s: admission %s seq %d was claimed and never started: given back", d.session, a.ID, a.Seq)
+		n++
+	}
+	if n == 0 {
+		return stepDone, false, fmt.Errorf("drain %s: an admission is running under epoch %d's lease: %w", d.session, d.lease.Epoch, backend.ErrBusy)
+	}
+	return stepNotHead, false, nil
+}
+
+// lineageLoop settles an admission whose pinned transcript's lineage loops
+// in the store (ErrLineageLoop) failed, with the chain in its error,
+// written nowhere and kept for replay with a target: the damage stops this
+// admission, never the session's queue or another session's drain.
+func (d *drainer) lineageLoop(ctx context.Context, sess backend.Session, a backend.Admission, loop error) (stepResult, bool, error) {
+	return d.direct(ctx, backend.SettleRequest{
+		AdmissionID: a.ID, ExpectCurrent: sess.CurrentTranscript,
+		Outcome: backend.OutcomeFailed,
+		Error:   lineageLoopError(loop),
+	})
+}
+
+// lineageLoopError is the admission error of a target lost in a loop.
+func lineageLoopError(loop error) string {
+	return strings.TrimSuffix(loop.Error(), ": "+ErrLineageLoop.Error())
 }
 
 // closedTarget settles a human input whose session now points at a closed
@@ -317,6 +378,11 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 		return stepNotHead, false, nil
 	}
 	if err != nil {
+		if !errors.Is(err, backend.ErrFenced) {
+			// A claim that committed with its reply lost, its retries then
+			// cut short (the drain stopped): never started, it goes back.
+			d.giveBackClaim(ctx, a.ID)
+		}
 		return stepDone, false, fmt.Errorf("drain %s: claim admission %s: %w", d.session, a.ID, err)
 	}
 	return d.runTurn(ctx, sess, claimed, target)
@@ -337,7 +403,7 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 	res, runErr := runHandler(ctx, lease, d.opt.Handler, d.opt.Grace, in, d.lease.Epoch)
 	stopWatch()
 
-	bg, cancel := settleContext(ctx)
+	bg, cancel := d.settleContext(ctx)
 	defer cancel()
 	req := backend.SettleRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: claimed.Epoch, Generation: claimed.Generation, Now: d.s.now(),

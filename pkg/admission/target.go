@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// maxLineage bounds a walk along a compression chain, so a corrupt store
-// with a cycle is reported instead of looping.
-const maxLineage = 100000
+// ErrLineageLoop: a lineage read from the store comes back to a transcript
+// already met (a damaged store; an import refuses one). The error names the
+// chain. Exit 6: an operator must repair it. A drain settles an admission
+// whose target cannot be resolved for it failed and goes on.
+var ErrLineageLoop = fmt.Errorf("the store holds a lineage that loops; repair it: %w", backend.ErrAttention)
 
 // ResolveTarget says where an admission of session sess is delivered when it
 // runs now (docs/contract.md §5). Human input goes to the session's current
@@ -132,7 +135,8 @@ var (
 // walk follows l from t (excluded) to the end of the lineage and returns
 // the transcripts met, nearest first. seen holds the ids already met (t's
 // included) and grows: a link back to one of them, or a chain longer than
-// maxLineage, is a corrupt store (ErrInternal), reported instead of looping.
+// backend.MaxLineage, is ErrLineageLoop naming the chain, reported instead
+// of looping.
 func (s *Service) walk(ctx context.Context, t backend.Transcript, l link, seen map[string]bool) ([]backend.Transcript, error) {
 	return s.walkVia(ctx, s.Store.GetTranscript, t, l, seen)
 }
@@ -140,9 +144,12 @@ func (s *Service) walk(ctx context.Context, t backend.Transcript, l link, seen m
 // walkVia is walk reading transcripts with get.
 func (s *Service) walkVia(ctx context.Context, get getTranscript, t backend.Transcript, l link, seen map[string]bool) ([]backend.Transcript, error) {
 	var out []backend.Transcript
+	chain := []string{t.ID}
 	for next := l.next(t); next != ""; next = l.next(t) {
-		if len(seen) > maxLineage || seen[next] {
-			return nil, fmt.Errorf("lineage of %s: chain loops at %s: %w", t.ID, next, backend.ErrInternal)
+		chain = append(chain, next)
+		if len(seen) > backend.MaxLineage || seen[next] {
+			return nil, fmt.Errorf("lineage of %s loops: %s (each the %s of the one before): %w",
+				chain[0], strings.Join(chain, " → "), l.name, ErrLineageLoop)
 		}
 		seen[next] = true
 		n, err := get(ctx, next)

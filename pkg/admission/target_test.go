@@ -3,6 +3,7 @@ package admission_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,9 +23,10 @@ func (l loopStore) GetTranscript(ctx context.Context, id string) (backend.Transc
 	return t, err
 }
 
-// A compression chain that loops is reported as ErrInternal by target
-// resolution and by Lineage, in both directions, instead of looping.
-func TestLineageLoopIsInternal(t *testing.T) {
+// A compression chain that loops is reported as ErrLineageLoop (needs
+// attention), naming the chain, by target resolution and by Lineage, in
+// both directions, instead of looping.
+func TestLineageLoopNamesTheChain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := newBolt(t)
@@ -43,12 +45,13 @@ func TestLineageLoopIsInternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := backend.Admission{Session: "s1", Kind: backend.KindAutomation, PinnedTarget: "s1"}
-	if _, _, err := svc.ResolveTarget(ctx, sess, a); !errors.Is(err, backend.ErrInternal) {
-		t.Errorf("ResolveTarget on a looping chain: %v, want ErrInternal", err)
+	if _, _, err := svc.ResolveTarget(ctx, sess, a); !errors.Is(err, admission.ErrLineageLoop) || !strings.Contains(err.Error(), "s1 → s1.2 → s1") {
+		t.Errorf("ResolveTarget on a looping chain: %v, want ErrLineageLoop naming s1 → s1.2 → s1", err)
 	}
-	for _, tr := range []string{"s1", "s1.2"} {
-		if _, err := svc.Lineage(ctx, tr); !errors.Is(err, backend.ErrInternal) {
-			t.Errorf("Lineage(%s) on a looping chain: %v, want ErrInternal", tr, err)
+	for tr, chain := range map[string]string{"s1": "s1 → s1.2 → s1", "s1.2": "s1.2 → s1"} {
+		_, err := svc.Lineage(ctx, tr)
+		if !errors.Is(err, admission.ErrLineageLoop) || !errors.Is(err, backend.ErrAttention) || !strings.Contains(err.Error(), chain) {
+			t.Errorf("Lineage(%s) on a looping chain: %v, want ErrLineageLoop (attention) naming %s", tr, err, chain)
 		}
 	}
 	// Unbent, the same store resolves and lists the lineage.

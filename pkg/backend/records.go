@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -110,6 +111,7 @@ func CheckRecords(ctx context.Context, st RecordLookup, recs []Record) error {
 		admissions: map[string]bool{}, seqs: map[string]bool{}, idents: map[string]bool{},
 		requests: map[string]bool{}, lastMsg: map[string]uint64{}, transBefore: map[string]bool{},
 		storeSessions: map[string]bool{}, storeTranscripts: map[string]string{}, storeAdmissions: map[string]bool{},
+		storeLinks: map[string]*Transcript{}, endsUp: map[string]bool{}, endsDown: map[string]bool{},
 	}
 	// First the records that may be referred to before they appear.
 	for i, r := range recs {
@@ -183,7 +185,9 @@ type recordCheck struct {
 
 	storeSessions    map[string]bool
 	storeTranscripts map[string]string // id → session, "" when absent
+	storeLinks       map[string]*Transcript
 	storeAdmissions  map[string]bool
+	endsUp, endsDown map[string]bool // transcripts whose parent (child) chain ends
 }
 
 // recordTime is one time field of a record.
@@ -245,8 +249,51 @@ func (c *recordCheck) inStoreTranscript(id string) (string, error) {
 	c.storeTranscripts[id] = t.Session
 	if err != nil {
 		c.storeTranscripts[id] = ""
+	} else {
+		c.storeLinks[id] = &t
 	}
 	return c.storeTranscripts[id], nil
+}
+
+// MaxLineage bounds a lineage: a chain of parents or children longer than
+// this is taken for a loop (an import refuses it; a walk reports it).
+const MaxLineage = 100000
+
+// lineageLoop follows t's parents (up) or children, through the records
+// and then the store, and returns the chain that comes back to a
+// transcript already met, nil when the chain ends.
+func (c *recordCheck) lineageLoop(t *Transcript, up bool) ([]string, error) {
+	ends, link := c.endsDown, func(t *Transcript) string { return t.Child }
+	if up {
+		ends, link = c.endsUp, func(t *Transcript) string { return t.Parent }
+	}
+	chain, seen := []string{t.ID}, map[string]bool{t.ID: true}
+	for cur := t; ; {
+		next := link(cur)
+		if next == "" || ends[next] {
+			for _, id := range chain {
+				ends[id] = true
+			}
+			return nil, nil
+		}
+		chain = append(chain, next)
+		if seen[next] || len(chain) > MaxLineage {
+			return chain, nil
+		}
+		seen[next] = true
+		if n, ok := c.transcripts[next]; ok {
+			cur = n
+			continue
+		}
+		if _, err := c.inStoreTranscript(next); err != nil {
+			return nil, err
+		}
+		n, ok := c.storeLinks[next]
+		if !ok {
+			return nil, nil // not there: refused as a reference, not as a loop
+		}
+		cur = n
+	}
 }
 
 func (c *recordCheck) inStoreAdmission(id string) (bool, error) {
@@ -370,6 +417,23 @@ func (c *recordCheck) transcript(t *Transcript) error {
 		}
 		if owner == "" {
 			return invalid("%s: %s %s is neither in the import nor in the store", what, ref.name, ref.id)
+		}
+		if ref.id == t.ID {
+			return invalid("%s: its own %s", what, ref.name)
+		}
+	}
+	for _, up := range []bool{true, false} {
+		chain, err := c.lineageLoop(t, up)
+		if err != nil {
+			return err
+		}
+		if chain != nil {
+			name := "child"
+			if up {
+				name = "parent"
+			}
+			return invalid("%s: the lineage loops: %s (each the %s of the one before, in the import or the store)",
+				what, strings.Join(chain, " → "), name)
 		}
 	}
 	switch {

@@ -227,14 +227,19 @@ type Store interface {
 	// request id or seq another admission holds, ErrConflict. A message
 	// that would leave a gap in its transcript is ErrInvalid. A record whose
 	// session or transcript is neither in the store nor before it in recs
-	// is ErrInvalid, and its batch is refused before anything is written.
-	// (bbolt writes a batch all or nothing; Redis, spanning many slots,
-	// keeps the records before a conflicting one.)
-	Import(ctx context.Context, recs []Record) error
+	// is ErrInvalid, and its batch is refused before anything is written;
+	// so is a batch with a record conflicting with the store (bbolt writes
+	// a batch in one transaction; Redis, spanning many slots, checks every
+	// record against the store before it writes the first). The result
+	// counts the records written and those already there.
+	Import(ctx context.Context, recs []Record) (ImportResult, error)
 
 	// Compact turns the session's done admissions settled before
 	// req.Before into tombstones, at most req.Limit of them (0: all), in
-	// seq order, in one atomic step. A tombstone keeps every field of the
+	// seq order, in one atomic step. It examines only the admissions after
+	// seq req.After, at most req.Scan of them (0: all), and says in
+	// CompactResult.Next where the next call starts, so a compaction in
+	// batches passes over the session once. A tombstone keeps every field of the
 	// admission except its payload, whose SHA-1 digest (PayloadDigest) it
 	// keeps instead, and it keeps holding the admission's identities,
 	// request id and id: a later Admit that names any of them resolves to
@@ -265,16 +270,28 @@ type Store interface {
 	Close() error
 }
 
+// ImportResult counts the records of an Import: written, and present
+// already with the same content (skipped).
+type ImportResult struct {
+	Written, Present int
+}
+
 // CompactRequest selects the admissions Store.Compact turns into tombstones.
 type CompactRequest struct {
 	Session string
 	Before  time.Time // settled strictly before this time
 	Limit   int       // at most this many (0: no limit)
+	After   uint64    // examine only admissions with a higher seq (0: from the first)
+	Scan    int       // examine at most this many admissions (0: no limit)
 }
 
 // CompactResult lists the admissions that became tombstones, in seq order.
 type CompactResult struct {
 	Compacted []string
+	// Next is the seq of the last admission the call examined, to pass as
+	// CompactRequest.After to go on, when Limit or Scan stopped the call
+	// before the session's last admission; 0 when it reached the end.
+	Next uint64
 }
 
 // ReclaimResult is the store's size before and after Store.Reclaim, in

@@ -58,6 +58,7 @@ func RunScenarios(t *testing.T, newStore func(t *testing.T) backend.Store) {
 	}
 	scenarios = append(scenarios, faultScenarios...)
 	scenarios = append(scenarios, backToBackScenarios...)
+	scenarios = append(scenarios, dataScenarios...)
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) { sc.fn(t, newHarness(t, newStore)) })
 	}

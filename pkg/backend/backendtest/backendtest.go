@@ -61,6 +61,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, settleClaimTests...)
 	all = append(all, lineageTests...)
 	all = append(all, exportTests...)
+	all = append(all, importTests...)
 	all = append(all, roundTripTests...)
 	all = append(all, concurrencyTests...)
 	all = append(all, edgeTests...)
@@ -257,4 +258,11 @@ func contextWithCancel(t testing.TB) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctxOf(t))
 	t.Cleanup(cancel)
 	return ctx, cancel
+}
+
+// importErr imports recs into s and returns only the error.
+func importErr(t *testing.T, s backend.Store, recs []backend.Record) error {
+	t.Helper()
+	_, err := s.Import(ctxOf(t), recs)
+	return err
 }

@@ -1,6 +1,9 @@
 package backendtest
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +15,8 @@ var compactTests = []suiteTest{
 	{name: "CompactKeepsResolving", fn: testCompactKeepsResolving},
 	{name: "CompactExportImport", fresh: testCompactExportImport},
 	{name: "Reclaim", fn: testReclaim},
+	{name: "CompactCutoffs", fn: testCompactCutoffs},
+	{name: "CompactCursor", fn: testCompactCursor},
 }
 
 // compactFixture: in s1, a human turn with a request id (settled at +2s),
@@ -137,8 +142,8 @@ func testCompactExportImport(t *testing.T, newStore func(t *testing.T) backend.S
 		t.Fatalf("exported tombstones %v, want 3 with %s", tombs, note.ID)
 	}
 	fresh := newStore(t)
-	noErr(t, "import", fresh.Import(ctxOf(t), recs))
-	noErr(t, "import again", fresh.Import(ctxOf(t), recs))
+	noErr(t, "import", importErr(t, fresh, recs))
+	noErr(t, "import again", importErr(t, fresh, recs))
 	diff(t, "export of the imported store", recs, export(t, fresh))
 	r := admit1(t, fresh, autoReq("s1", "note text", "n2"))
 	if r.Err != nil || r.Result != backend.ResultDuplicate || r.Admission.ID != note.ID || r.PayloadDiffers {
@@ -152,7 +157,7 @@ func testCompactExportImport(t *testing.T, newStore func(t *testing.T) backend.S
 	}
 	bad.PayloadDigest = "not hex"
 	other := newStore(t)
-	err = other.Import(ctxOf(t), []backend.Record{recs[0], {Tombstone: &bad}})
+	err = importErr(t, other, []backend.Record{recs[0], {Tombstone: &bad}})
 	wantErr(t, "import a tombstone with a bad digest", err, backend.ErrInvalid)
 }
 
@@ -172,4 +177,132 @@ func testReclaim(t *testing.T, s backend.Store) {
 		t.Errorf("size after reclaim: %d, %v", size, err)
 	}
 	human(t, s, "s1", "after reclaim")
+}
+
+// cancelledAt admits one human input per time to session and cancels it
+// at that time: done admissions settled at each, in seq order.
+func cancelledAt(t *testing.T, s backend.Store, session string, times []time.Time) []backend.Admission {
+	t.Helper()
+	var out []backend.Admission
+	for i, when := range times {
+		a := human(t, s, session, fmt.Sprintf("input %d", i))
+		c, err := s.Cancel(ctxOf(t), a.ID, when)
+		noErr(t, "cancel", err)
+		out = append(out, c)
+	}
+	return out
+}
+
+// Compact selects exactly the done admissions settled strictly before the
+// cutoff, compared as instants to the nanosecond, for any cutoff: before
+// 1970 (negative in nanoseconds), before or after every time an int64 of
+// nanoseconds holds, the zero time, and random ones. Each store is held to
+// time.Time.Before, so the stores are held to each other.
+func testCompactCutoffs(t *testing.T, s backend.Store) {
+	settled := []time.Time{
+		time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC), time.Unix(0, 0).UTC(), at(time.Second),
+		at(1500 * time.Millisecond), at(time.Hour), at(24 * time.Hour), at(100 * 24 * time.Hour),
+	}
+	cutoffs := []time.Time{
+		{}, time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), time.Unix(0, math.MinInt64), time.Unix(0, math.MinInt64+1),
+		time.Date(1734, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1938, 6, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(0, -1), time.Unix(0, 1), time.Unix(0, math.MaxInt64), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	for _, at := range settled {
+		cutoffs = append(cutoffs, at.Add(-time.Nanosecond), at, at.Add(time.Nanosecond))
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rnd := rand.New(rand.NewPCG(seed, 0))
+	for range 20 {
+		cutoffs = append(cutoffs, time.Unix(0, int64(rnd.Uint64())))
+		cutoffs = append(cutoffs, at(time.Duration(rnd.Int64N(int64(200*24*time.Hour)))-50*24*time.Hour))
+	}
+	// In ascending order each cutoff meets the admissions the smaller ones
+	// left; in descending order the first meets them all.
+	slices.SortFunc(cutoffs, func(a, b time.Time) int { return a.Compare(b) })
+	for _, order := range []string{"ascending", "descending"} {
+		sid := "cut-" + order
+		openSession(t, s, sid)
+		adms := cancelledAt(t, s, sid, settled)
+		human(t, s, sid, "queued, never compacted")
+		left := slices.Clone(adms)
+		for _, cut := range cutoffs {
+			var want []string
+			left = slices.DeleteFunc(left, func(a backend.Admission) bool {
+				if a.SettledAt.Before(cut) {
+					want = append(want, a.ID)
+					return true
+				}
+				return false
+			})
+			res, err := s.Compact(ctxOf(t), backend.CompactRequest{Session: sid, Before: cut})
+			noErr(t, "compact", err)
+			diff(t, fmt.Sprintf("%s: compacted before %s (%d ns)", order, cut.Format(time.RFC3339Nano), cut.UnixNano()), want, res.Compacted)
+		}
+		slices.Reverse(cutoffs)
+	}
+}
+
+// Compact goes on from a cursor: a call examines only the admissions after
+// seq After, at most Scan of them, and Next says where the next call
+// starts (0 at the end), so a compaction in batches passes over the
+// session once and never rescans what an earlier call examined.
+func testCompactCursor(t *testing.T, s backend.Store) {
+	for _, sid := range []string{"c1", "c2"} {
+		openSession(t, s, sid)
+	}
+	var times []time.Time
+	for range 10 {
+		times = append(times, at(time.Second))
+	}
+	c1 := cancelledAt(t, s, "c1", times[:3])
+	c1 = append(c1, human(t, s, "c1", "queued")) // seq 4: not done
+	c1 = append(c1, cancelledAt(t, s, "c1", times[:6])...)
+	cut := at(time.Minute)
+	type step struct {
+		after uint64
+		ids   []string
+		next  uint64
+	}
+	ids := func(as ...backend.Admission) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+	after := uint64(0)
+	for i, want := range []step{
+		{0, ids(c1[0], c1[1], c1[2]), c1[2].Seq},
+		{c1[2].Seq, ids(c1[4], c1[5]), c1[5].Seq},
+		{c1[5].Seq, ids(c1[6], c1[7], c1[8]), c1[8].Seq},
+		{c1[8].Seq, ids(c1[9]), 0},
+	} {
+		if after != want.after {
+			t.Fatalf("call %d: next %d, want %d", i, after, want.after)
+		}
+		res, err := s.Compact(ctxOf(t), backend.CompactRequest{Session: "c1", Before: cut, After: after, Scan: 3})
+		noErr(t, "compact", err)
+		diff(t, fmt.Sprintf("call %d after seq %d: compacted", i, after), want.ids, res.Compacted)
+		if res.Next != want.next {
+			t.Errorf("call %d after seq %d: next %d, want %d", i, after, res.Next, want.next)
+		}
+		after = res.Next
+	}
+
+	// A call from a cursor never looks before it; Limit stops a call too.
+	c2 := cancelledAt(t, s, "c2", times)
+	res, err := s.Compact(ctxOf(t), backend.CompactRequest{Session: "c2", Before: cut, After: c2[5].Seq, Limit: 2})
+	noErr(t, "compact c2 after seq 6", err)
+	diff(t, "c2 after seq 6, limit 2", ids(c2[6], c2[7]), res.Compacted)
+	if res.Next != c2[7].Seq {
+		t.Errorf("c2 after seq 6, limit 2: next %d, want %d", res.Next, c2[7].Seq)
+	}
+	diff(t, "c2 listed", ids(append(c2[:6:6], c2[8:]...)...), ids(listAdmissions(t, s, "c2", backend.AdmissionFilter{})...))
+	res, err = s.Compact(ctxOf(t), backend.CompactRequest{Session: "c2", Before: cut, After: c2[9].Seq})
+	noErr(t, "compact c2 after its last seq", err)
+	if len(res.Compacted) != 0 || res.Next != 0 {
+		t.Errorf("compact after the last seq: %+v, want nothing, next 0", res)
+	}
 }

@@ -250,7 +250,7 @@ func testImportOutOfOrder(t *testing.T, s backend.Store) {
 		"empty record": {},
 	}
 	for what, r := range recs {
-		err := s.Import(ctxOf(t), []backend.Record{r})
+		err := importErr(t, s, []backend.Record{r})
 		wantErr(t, "import a "+what, err, backend.ErrInvalid)
 	}
 	if _, err := s.GetTranscript(ctxOf(t), "t1"); err == nil {
@@ -260,7 +260,7 @@ func testImportOutOfOrder(t *testing.T, s backend.Store) {
 		t.Errorf("a refused import created its admission")
 	}
 	// A batch is refused before anything of it is written.
-	err := s.Import(ctxOf(t), []backend.Record{
+	err := importErr(t, s, []backend.Record{
 		{Session: &backend.SessionRecord{ID: "s5", Owner: Owner, Grants: []backend.Grant{}, CurrentTranscript: "s5", NextSeq: 1, CreatedAt: T0}},
 		{Transcript: &backend.Transcript{ID: "s5", Session: "s5", CreatedAt: T0}},
 		recs["transcript before its session"],
@@ -345,11 +345,11 @@ func testGrantsAreASet(t *testing.T, s backend.Store) {
 	shuffled := *rec
 	shuffled.Grants = []backend.Grant{want[2], want[0], want[1]}
 	shuffled.Grants[1].Producers = []string{"watch", Producer}
-	noErr(t, "import the session with its grants in another order", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}))
+	noErr(t, "import the session with its grants in another order", importErr(t, s, []backend.Record{{Session: &shuffled}}))
 	shuffled.Grants = []backend.Grant{want[2], want[0]}
-	wantErr(t, "import the session with a grant less", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}), backend.ErrConflict)
+	wantErr(t, "import the session with a grant less", importErr(t, s, []backend.Record{{Session: &shuffled}}), backend.ErrConflict)
 	shuffled.Grants = []backend.Grant{want[0], want[1], {Principal: "zed", Role: backend.RoleReader}}
-	wantErr(t, "import the session with a grant of another role", s.Import(ctxOf(t), []backend.Record{{Session: &shuffled}}), backend.ErrConflict)
+	wantErr(t, "import the session with a grant of another role", importErr(t, s, []backend.Record{{Session: &shuffled}}), backend.ErrConflict)
 }
 
 // An import never breaks an index: a message that would leave a gap in its
@@ -372,11 +372,11 @@ func testImportKeepsIndexesWhole(t *testing.T, s backend.Store) {
 	}
 	same := func(*backend.Admission) {}
 
-	err := s.Import(ctxOf(t), []backend.Record{session("g"), transcript("g"),
+	err := importErr(t, s, []backend.Record{session("g"), transcript("g"),
 		{Message: &backend.Message{Transcript: "g", Seq: 2, Role: backend.RoleNote, Content: "after a gap", CreatedAt: T0}}})
 	wantErr(t, "import a message after a gap", err, backend.ErrInvalid)
 
-	noErr(t, "import a session", s.Import(ctxOf(t), []backend.Record{session("s1"), transcript("s1"),
+	noErr(t, "import a session", importErr(t, s, []backend.Record{session("s1"), transcript("s1"),
 		adm("s1", "a1", 1, func(a *backend.Admission) { a.Identities = []string{"shared"} }),
 		adm("s1", "h1", 2, func(a *backend.Admission) {
 			a.Kind, a.Producer, a.Identities, a.RequestID, a.PinnedTarget = backend.KindHuman, "", nil, "rq", ""
@@ -389,7 +389,7 @@ func testImportKeepsIndexesWhole(t *testing.T, s backend.Store) {
 		}),
 		"a seq held by another admission": adm("s1", "a3", 1, same),
 	} {
-		wantErr(t, "import "+what, s.Import(ctxOf(t), []backend.Record{r}), backend.ErrConflict)
+		wantErr(t, "import "+what, importErr(t, s, []backend.Record{r}), backend.ErrConflict)
 	}
 	if a, err := s.FindIdentity(ctxOf(t), "s1", "shared"); err != nil || a.ID != admID("a1") {
 		t.Errorf("identity shared after refused imports: %+v, %v; want admission a1", a, err)

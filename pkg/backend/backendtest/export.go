@@ -84,13 +84,13 @@ func testExportImport(t *testing.T, newStore func(t *testing.T) backend.Store) {
 
 	// Importing what a store holds is a no-op; into a second fresh store
 	// it reproduces every record.
-	noErr(t, "re-import into the source", s.Import(ctxOf(t), recs))
+	noErr(t, "re-import into the source", importErr(t, s, recs))
 	diff(t, "export after re-import", recs, export(t, s))
 
 	fresh := newStore(t)
-	noErr(t, "import into a fresh store", fresh.Import(ctxOf(t), recs))
+	noErr(t, "import into a fresh store", importErr(t, fresh, recs))
 	diff(t, "export of the imported store", recs, export(t, fresh))
-	noErr(t, "import again", fresh.Import(ctxOf(t), recs))
+	noErr(t, "import again", importErr(t, fresh, recs))
 	diff(t, "export after importing twice", recs, export(t, fresh))
 
 	for _, id := range []string{"s1", "s2", "s3"} {
@@ -122,6 +122,6 @@ func testExportImport(t *testing.T, newStore func(t *testing.T) backend.Store) {
 	// A record present with other content conflicts.
 	changed := *recs[0].Session
 	changed.Owner = "someone-else"
-	err := fresh.Import(ctxOf(t), []backend.Record{{Session: &changed}})
+	err := importErr(t, fresh, []backend.Record{{Session: &changed}})
 	wantErr(t, "import a changed session", err, backend.ErrConflict)
 }

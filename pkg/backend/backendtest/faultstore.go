@@ -370,8 +370,9 @@ func (f *FaultStore) Export(ctx context.Context, fn func(backend.Record) error) 
 	return f.do(ctx, "Export", func() error { return f.Store.Export(ctx, fn) })
 }
 
-func (f *FaultStore) Import(ctx context.Context, recs []backend.Record) error {
-	return f.do(ctx, "Import", func() error { return f.Store.Import(ctx, recs) })
+func (f *FaultStore) Import(ctx context.Context, recs []backend.Record) (res backend.ImportResult, err error) {
+	err = f.do(ctx, "Import", func() (err error) { res, err = f.Store.Import(ctx, recs); return })
+	return res, err
 }
 
 // Close closes the real store; it is never faulted.

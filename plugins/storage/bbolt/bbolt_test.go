@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hermesq/hermesq/pkg/admission/admissiontest"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/backend/backendtest"
 	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
@@ -26,4 +27,9 @@ func TestConformance(t *testing.T) {
 
 func BenchmarkStore(b *testing.B) {
 	backendtest.RunBenchmarks(b, func(b *testing.B) backend.Store { return newStore(b) })
+}
+
+// A store already holding a loop in a lineage (planted past every check).
+func TestDamagedLineage(t *testing.T) {
+	admissiontest.RunDamagedLineage(t, func(t *testing.T) backend.Store { return newStore(t) }, boltstore.SetLineageForTest)
 }

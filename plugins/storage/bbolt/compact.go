@@ -2,6 +2,7 @@ package bbolt
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 )
 
 // Compact turns the session's done admissions settled before req.Before
-// into tombstones in one transaction: the payload is dropped and its digest
+// into tombstones in one transaction, examining only those after seq
+// req.After, at most req.Scan of them, from a cursor placed there (not
+// from the first admission): the payload is dropped and its digest
 // kept; the identity, request-id and id indexes keep pointing at the
 // tombstone, so a re-offer still resolves to it.
 func (s *Store) Compact(ctx context.Context, req backend.CompactRequest) (backend.CompactResult, error) {
@@ -28,12 +31,19 @@ func (s *Store) Compact(ctx context.Context, req backend.CompactRequest) (backen
 		if err != nil {
 			return err
 		}
+		if req.After == ^uint64(0) {
+			return nil // no seq follows
+		}
 		c := sb.Bucket(subAdmissions).Cursor()
 		var done []*admRec
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if req.Limit > 0 && len(done) >= req.Limit {
+		scanned, last := 0, uint64(0)
+		out.Next = 0
+		for k, v := c.Seek(u64(req.After + 1)); k != nil; k, v = c.Next() {
+			if (req.Limit > 0 && len(done) >= req.Limit) || (req.Scan > 0 && scanned >= req.Scan) {
+				out.Next = last // the cursor: the next call starts after it
 				break
 			}
+			scanned, last = scanned+1, binary.BigEndian.Uint64(k)
 			var a admRec
 			if err := decode("admission", v, &a); err != nil {
 				return err

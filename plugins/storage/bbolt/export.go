@@ -80,59 +80,73 @@ func (s *Store) Export(ctx context.Context, fn func(backend.Record) error) error
 // Import writes exported records in one transaction: all of them, or none
 // when one is invalid (backend.CheckRecords) or conflicts with what the
 // store holds.
-func (s *Store) Import(ctx context.Context, recs []backend.Record) error {
+func (s *Store) Import(ctx context.Context, recs []backend.Record) (backend.ImportResult, error) {
+	var res backend.ImportResult
 	// The records are checked whole, against the live rules and the store,
 	// before the write transaction begins.
 	if err := backend.CheckRecords(ctx, s, recs); err != nil {
-		return fmt.Errorf("bbolt: import: %w", err)
+		return res, fmt.Errorf("bbolt: import: %w", err)
 	}
-	return s.updateAtomic(ctx, func(t *txn) error {
+	err := s.updateAtomic(ctx, func(t *txn) error {
+		res = backend.ImportResult{}
 		for i, r := range recs {
-			var err error
+			var (
+				there bool
+				err   error
+			)
 			switch {
 			case r.Session != nil:
-				err = t.importSession(r.Session)
+				there, err = t.importSession(r.Session)
 			case r.Transcript != nil:
-				err = t.importTranscript(r.Transcript)
+				there, err = t.importTranscript(r.Transcript)
 			case r.Message != nil:
-				err = t.importMessage(r.Message)
+				there, err = t.importMessage(r.Message)
 			case r.Admission != nil:
-				err = t.importAdmission(r.Admission)
+				there, err = t.importAdmission(r.Admission)
 			case r.Tombstone != nil:
 				var adm backend.Admission
 				if adm, err = backend.TombstoneAdmission(r.Tombstone); err == nil {
-					err = t.importAdmission(&adm)
+					there, err = t.importAdmission(&adm)
 				}
 			default:
 				err = backend.Errorf(backend.ErrInvalid, "empty record")
 			}
 			if err != nil {
-				return fmt.Errorf("bbolt: import record %d: %w", i+1, err)
+				return fmt.Errorf("bbolt: import: %w", &backend.RecordError{Index: i, Err: err})
+			}
+			if there {
+				res.Present++
+			} else {
+				res.Written++
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return backend.ImportResult{}, err
+	}
+	return res, nil
 }
 
-func (t *txn) importSession(r *backend.SessionRecord) error {
+func (t *txn) importSession(r *backend.SessionRecord) (bool, error) {
 	if err := backend.ValidateID("session", r.ID); err != nil {
-		return err
+		return false, err
 	}
 	if sb := t.sessionBucket(r.ID); sb != nil {
 		_, old, err := t.session(r.ID)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if old.Owner != r.Owner || !sameJSON(backend.NormalGrants(old.Grants), backend.NormalGrants(r.Grants)) || old.CurrentTranscript != r.CurrentTranscript ||
 			old.Epoch != r.Epoch || old.Generation != r.Generation || old.NextSeq != r.NextSeq || !old.CreatedAt.Equal(r.CreatedAt) {
-			return backend.Errorf(backend.ErrConflict, "session %s exists with other content", r.ID)
+			return false, backend.Errorf(backend.ErrConflict, "session %s exists with other content", r.ID)
 		}
-		return nil
+		return true, nil
 	}
 	sr := *r
 	sr.Grants, sr.CreatedAt = backend.NormalGrants(r.Grants), utc(r.CreatedAt)
 	_, err := t.createSession(&sessionRec{SessionRecord: sr})
-	return err
+	return false, err
 }
 
 func sameJSON(a, b any) bool {
@@ -141,9 +155,9 @@ func sameJSON(a, b any) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
-func (t *txn) importTranscript(r *backend.Transcript) error {
+func (t *txn) importTranscript(r *backend.Transcript) (bool, error) {
 	if err := backend.ValidateID("transcript", r.ID); err != nil {
-		return err
+		return false, err
 	}
 	tr := *r
 	tr.EndedAt, tr.CreatedAt = utc(tr.EndedAt), utc(tr.CreatedAt)
@@ -151,90 +165,90 @@ func (t *txn) importTranscript(r *backend.Transcript) error {
 		// Counters are derived from the messages, not content.
 		tr.MessageCount, tr.NoteCount = old.MessageCount, old.NoteCount
 		if !sameJSON(old, &tr) {
-			return backend.Errorf(backend.ErrConflict, "transcript %s exists with other content", r.ID)
+			return false, backend.Errorf(backend.ErrConflict, "transcript %s exists with other content", r.ID)
 		}
-		return nil
+		return true, nil
 	}
 	sb := t.sessionBucket(tr.Session)
 	if sb == nil {
-		return backend.Errorf(backend.ErrInvalid, "transcript %s: session %s not imported before it", tr.ID, tr.Session)
+		return false, backend.Errorf(backend.ErrInvalid, "transcript %s: session %s not imported before it", tr.ID, tr.Session)
 	}
 	// The counters grow as its messages are imported, so they always
 	// count the messages the store holds.
 	tr.MessageCount, tr.NoteCount = 0, 0
-	return t.createTranscript(sb, &tr)
+	return false, t.createTranscript(sb, &tr)
 }
 
-func (t *txn) importMessage(r *backend.Message) error {
+func (t *txn) importMessage(r *backend.Message) (bool, error) {
 	tr, err := t.transcript(r.Transcript)
 	if err != nil {
-		return backend.Errorf(backend.ErrInvalid, "message %d: transcript %s not imported before it", r.Seq, r.Transcript)
+		return false, backend.Errorf(backend.ErrInvalid, "message %d: transcript %s not imported before it", r.Seq, r.Transcript)
 	}
 	if r.Seq == 0 {
-		return backend.Errorf(backend.ErrInvalid, "message of transcript %s: seq 0", r.Transcript)
+		return false, backend.Errorf(backend.ErrInvalid, "message of transcript %s: seq 0", r.Transcript)
 	}
 	m := *r
 	m.CreatedAt = utc(m.CreatedAt)
 	mb, err := t.tx.Bucket(bucketMessages).CreateBucketIfNotExists([]byte(r.Transcript))
 	if err != nil {
-		return err
+		return false, err
 	}
 	v, err := encodeMessage(&m)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if old := mb.Get(u64(m.Seq)); old != nil {
 		if !bytes.Equal(old, v) {
-			return backend.Errorf(backend.ErrConflict, "message %d of transcript %s exists with other content", m.Seq, m.Transcript)
+			return false, backend.Errorf(backend.ErrConflict, "message %d of transcript %s exists with other content", m.Seq, m.Transcript)
 		}
-		return nil
+		return true, nil
 	}
 	last, _ := mb.Cursor().Last()
 	if next := fromU64(last) + 1; m.Seq != next {
-		return backend.Errorf(backend.ErrInvalid, "message %d of transcript %s: the next message seq is %d", m.Seq, m.Transcript, next)
+		return false, backend.Errorf(backend.ErrInvalid, "message %d of transcript %s: the next message seq is %d", m.Seq, m.Transcript, next)
 	}
 	if err := mb.Put(u64(m.Seq), v); err != nil {
-		return err
+		return false, err
 	}
 	tr.MessageCount++
 	if m.Role == backend.RoleNote {
 		tr.NoteCount++
 	}
-	return t.putTranscript(tr)
+	return false, t.putTranscript(tr)
 }
 
-func (t *txn) importAdmission(r *backend.Admission) error {
+func (t *txn) importAdmission(r *backend.Admission) (bool, error) {
 	a := toAdmRec(*r)
 	if old, err := t.tx.Bucket(bucketAdmissions).Get([]byte(a.ID)), error(nil); old != nil && err == nil {
 		_, _, cur, err := t.admission(a.ID)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !sameJSON(cur, &a) {
-			return backend.Errorf(backend.ErrConflict, "admission %s exists with other content", a.ID)
+			return false, backend.Errorf(backend.ErrConflict, "admission %s exists with other content", a.ID)
 		}
-		return nil
+		return true, nil
 	}
 	sb, rec, err := t.session(a.Session)
 	if err != nil {
-		return backend.Errorf(backend.ErrInvalid, "admission %s: session %s not imported before it", a.ID, a.Session)
+		return false, backend.Errorf(backend.ErrInvalid, "admission %s: session %s not imported before it", a.ID, a.Session)
 	}
 	if a.ID == "" || a.Seq == 0 {
-		return backend.Errorf(backend.ErrInvalid, "admission without id or seq")
+		return false, backend.Errorf(backend.ErrInvalid, "admission without id or seq")
 	}
 	if sb.Bucket(subAdmissions).Get(u64(a.Seq)) != nil {
-		return backend.Errorf(backend.ErrConflict, "admission %s: seq %d of session %s is another admission", a.ID, a.Seq, a.Session)
+		return false, backend.Errorf(backend.ErrConflict, "admission %s: seq %d of session %s is another admission", a.ID, a.Seq, a.Session)
 	}
 	if a.Kind == string(backend.KindAutomation) {
 		for _, ident := range a.Identities {
 			if holder := sb.Bucket(subIdentities).Get([]byte(ident)); holder != nil {
-				return backend.Errorf(backend.ErrConflict, "admission %s: identity %q is held by admission %s", a.ID, ident, holder)
+				return false, backend.Errorf(backend.ErrConflict, "admission %s: identity %q is held by admission %s", a.ID, ident, holder)
 			}
 		}
 	}
 	if a.Kind == string(backend.KindHuman) && a.RequestID != "" {
 		if holder := sb.Bucket(subRequests).Get(requestKey(a.Principal, a.RequestID)); holder != nil {
-			return backend.Errorf(backend.ErrConflict, "admission %s: request id %q is held by admission %s", a.ID, a.RequestID, holder)
+			return false, backend.Errorf(backend.ErrConflict, "admission %s: request id %q is held by admission %s", a.ID, a.RequestID, holder)
 		}
 	}
 	if a.Seq >= rec.NextSeq {
@@ -243,25 +257,25 @@ func (t *txn) importAdmission(r *backend.Admission) error {
 	status := backend.Status(a.Status)
 	a.Status = "" // setStatus counts it in from nothing
 	if err := t.setStatus(sb, rec, &a, status); err != nil {
-		return err
+		return false, err
 	}
 	if err := t.putAdmission(sb, &a); err != nil {
-		return err
+		return false, err
 	}
 	if err := t.tx.Bucket(bucketAdmissions).Put([]byte(a.ID), locationValue(a.Session, a.Seq)); err != nil {
-		return err
+		return false, err
 	}
 	if a.Kind == string(backend.KindAutomation) {
 		for _, ident := range a.Identities {
 			if err := sb.Bucket(subIdentities).Put([]byte(ident), []byte(a.ID)); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
 	if a.Kind == string(backend.KindHuman) && a.RequestID != "" {
 		if err := sb.Bucket(subRequests).Put(requestKey(a.Principal, a.RequestID), []byte(a.ID)); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return t.putSession(sb, rec)
+	return false, t.putSession(sb, rec)
 }

@@ -2,9 +2,11 @@ package redis
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -26,29 +28,50 @@ func storedPayload(a *backend.Admission) string {
 }
 
 // Compact turns the session's done admissions settled before req.Before
-// into tombstones in one script (compact.lua).
+// into tombstones in one script (compact.lua), which examines only the
+// admissions after seq req.After, at most req.Scan of them.
 func (s *Store) Compact(ctx context.Context, req backend.CompactRequest) (backend.CompactResult, error) {
 	var out backend.CompactResult
 	if err := backend.ValidateID("session", req.Session); err != nil {
 		return out, backend.Errorf(err, "redis: compact")
 	}
 	sid := req.Session
-	before := nsOf(req.Before)
+	before := cutoffNs(req.Before)
 	if before == "" {
-		return out, nil // nothing was settled before the zero time
+		return out, nil // nothing was settled before that time
 	}
 	r, err := s.eval(ctx, scriptCompact, []string{s.k.session(sid), s.k.admissions(sid), s.k.payloads(sid), s.k.seqs(sid)},
-		s.k.changes(), sid, before, req.Limit)
+		s.k.changes(), sid, before, req.Limit, strconv.FormatUint(req.After, 10), req.Scan)
 	if err != nil {
 		return out, s.wrap("compact session "+sid, err)
 	}
 	if err := s.scriptErr(r, "compact", "session "+sid); err != nil {
 		return out, err
 	}
-	for _, v := range r[1:] {
+	if len(r) < 2 {
+		return out, errInternalf("compact session %s: reply %v", sid, r)
+	}
+	if out.Next, err = strconv.ParseUint(str(r[1]), 10, 64); err != nil {
+		return out, errInternalf("compact session %s: next seq %q", sid, str(r[1]))
+	}
+	for _, v := range r[2:] {
 		out.Compacted = append(out.Compacted, str(v))
 	}
 	return out, nil
+}
+
+// cutoffNs is a compaction cutoff in unix nanoseconds for ns_lt: "" when
+// nothing can have been settled before it (the zero time, or before the
+// first time in nanoseconds an int64 holds); past the last one, a number
+// longer than any int64, after every time.
+func cutoffNs(t time.Time) string {
+	switch {
+	case t.IsZero() || t.Before(time.Unix(0, math.MinInt64)):
+		return ""
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return "99999999999999999999"
+	}
+	return strconv.FormatInt(t.UnixNano(), 10)
 }
 
 // Reclaim asks every master to give freed memory back (MEMORY PURGE, where

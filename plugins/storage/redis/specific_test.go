@@ -491,3 +491,9 @@ func TestOrphanTranscriptClaim(t *testing.T) {
 		t.Errorf("switch to another session's existing transcript: %v, want ErrConflict", err)
 	}
 }
+
+// A store already holding a loop in a lineage (planted past every check).
+func TestDamagedLineage(t *testing.T) {
+	srv := redistest.Start(t)
+	admissiontest.RunDamagedLineage(t, func(t *testing.T) backend.Store { return mustOpen(t, srv.FreshURL()) }, redisstore.SetLineageForTest)
+}

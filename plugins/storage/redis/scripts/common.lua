@@ -1,6 +1,6 @@
 -- common.lua: helpers prepended to every script of this directory.
 -- Times are unix nanoseconds as decimal strings ("" = none), compared
--- exactly as strings (ns_lt), never read from Redis TIME.
+-- exactly as integers written out (ns_lt), never read from Redis TIME.
 local function hgetall(key)
   local flat = redis.call('HGETALL', key)
   if #flat == 0 then return nil end
@@ -9,10 +9,17 @@ local function hgetall(key)
   return t
 end
 
+-- ns_lt: a < b for two times in unix nanoseconds as decimal strings, "" the
+-- least. Compared as signed integers by sign, length and digits, never as
+-- Lua numbers (doubles, which lose nanoseconds past 2^53): before 1970 a
+-- time is negative, and among negatives the longer is the smaller.
 local function ns_lt(a, b)
   if a == b then return false end
   if a == '' then return true end
   if b == '' then return false end
+  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
+  if na ~= nb then return na end
+  if na then a, b = string.sub(b, 2), string.sub(a, 2) end
   if #a ~= #b then return #a < #b end
   return a < b
 end

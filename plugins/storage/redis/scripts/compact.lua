@@ -2,17 +2,32 @@
 -- into tombstones (docs/contract.md §8): each keeps its record and identity
 -- list, and its payload is replaced by the tombstone marker and the
 -- payload's SHA-1; the identity, request-id and id lookups are left as they
--- are, so a re-offer still resolves to the tombstone.
+-- are, so a re-offer still resolves to the tombstone. It examines only the
+-- admissions after a seq, at most a given number of them, so a compaction
+-- in batches passes over the session once and each call's work is bounded.
 -- KEYS[1] session hash   KEYS[2] admissions hash   KEYS[3] payloads hash
 -- KEYS[4] seqs zset
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] before (ns)
--- ARGV[4] limit (0: none)
--- Returns {'ok', compacted ids…} or {'not_found'} (no session).
+-- ARGV[4] limit (0: none)   ARGV[5] after (seq)   ARGV[6] scan (0: none)
+-- Returns {'ok', next seq (0: the end reached), compacted ids…} or
+-- {'not_found'} (no session).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'not_found'} end
-local limit = tonumber(ARGV[4])
-local out = {'ok'}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
-  if limit > 0 and #out - 1 >= limit then break end
+local limit, scan = tonumber(ARGV[4]), tonumber(ARGV[6])
+local range
+if scan > 0 then
+  range = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. ARGV[5], '+inf', 'WITHSCORES', 'LIMIT', 0, scan + 1)
+else
+  range = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. ARGV[5], '+inf', 'WITHSCORES')
+end
+local out = {'ok', 0}
+local scanned, last = 0, '0'
+for i = 1, #range, 2 do
+  if (limit > 0 and #out - 2 >= limit) or (scan > 0 and scanned >= scan) then
+    out[2] = last
+    break
+  end
+  local id = range[i]
+  scanned, last = scanned + 1, range[i + 1]
   local rec = getrec(KEYS[2], id)
   local payload = redis.call('HGET', KEYS[3], id)
   if rec and rec.status == 'done' and payload and ns_lt(rec.settled_at, ARGV[3]) and
@@ -21,5 +36,5 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
     out[#out + 1] = id
   end
 end
-if #out > 1 then publish(ARGV[1], ARGV[2]) end
+if #out > 2 then publish(ARGV[1], ARGV[2]) end
 return out
