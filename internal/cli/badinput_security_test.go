@@ -67,7 +67,10 @@ func TestBadInputAcrossCommands(t *testing.T) {
 		{"stranger finds an identity", override, "", as("mallory", "find", "i1"), ExitForbidden, "inspect"},
 		{"stranger adds a viewer", override, "", as("mallory", "viewer", "add", "s1"), ExitForbidden, "inspect"},
 		{"stranger attaches", override, "", as("mallory", "attach", "s1"), ExitForbidden, "inspect"},
+		{"stranger drains", override, "", as("mallory", "drain", "s1", "--", "sh", "-c", "cat; echo x"), ExitForbidden, "--role drainer"},
+		{"stranger drains with --wait", override, "", as("mallory", "drain", "s1", "--wait", "--", "sh", "-c", "cat; echo x"), ExitForbidden, "drain on session s1"},
 		// A reader inspects only.
+		{"reader drains", override, "", as("rita", "drain", "s1", "--", "sh", "-c", "cat; echo x"), ExitForbidden, "drain on session s1"},
 		{"reader admits", override, "", as("rita", "admit", "s1", "--text", "x"), ExitForbidden, "may not"},
 		{"reader cancels", override, "", as("rita", "cancel", queued), ExitForbidden, "may not"},
 		{"reader attaches and closes", override, "", as("rita", "attach", "s1", "--end-reason", "tui_close"), ExitForbidden, "operate"},

@@ -46,6 +46,12 @@ The handler is the argv after --, or the config key handler.command; it is
 run directly, never through a shell. A turn due with no handler leaves the
 admission queued and exits 2.
 
+Draining needs a right: the principal must own the session or be granted
+drainer or owner on it (hermesq session grant S P --role drainer); an admin
+drains each session as its owner. The store checks it when the lease is taken
+and at every claim. Without it, drain S exits 7 and changes nothing; --all
+(and --all --follow) leaves such sessions out and says on stderr how many.
+
 --all drains every session with queued work (what cron runs); --follow keeps
 draining as inputs arrive until SIGINT or SIGTERM. On a signal the running
 turn may finish within --grace, then the drain stops and exits 130 (SIGINT)
@@ -187,6 +193,14 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	if err != nil {
 		return err
 	}
+	// Who drains, as resolved when the store opened: the owner of a
+	// session, or a principal granted drainer or owner on it; an admin
+	// (who may act as any principal) drains each session as its owner.
+	opt.Principal, opt.AsOwner = cfg.Principal, cfg.Admin
+	opt.LeftOut = func(n int) {
+		fmt.Fprintf(o.f.IO.ErrOut, "hermesq: drain: left out %d session(s) with work that principal %s may not drain (its owner may grant it: hermesq session grant SESSION %s --role drainer)\n",
+			n, esc(cfg.Principal), esc(cfg.Principal))
+	}
 
 	// SIGINT/SIGTERM cancel the drain: the running turn gets the grace,
 	// is settled, the lease is released, then we exit 130/143.
@@ -211,6 +225,9 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	outMu.Unlock()
 	if sig != nil {
 		return sig
+	}
+	if errors.Is(err, backend.ErrForbidden) && !o.All {
+		return fmt.Errorf("%w (its owner may grant it: hermesq session grant SESSION %s --role drainer)", err, esc(cfg.Principal))
 	}
 	if errors.Is(err, admission.ErrNoHandler) {
 		return fmt.Errorf("%w (give the handler after --, e.g. 'hermesq drain S -- ./agent.sh', or set handler.command in the config file)", err)

@@ -398,7 +398,7 @@ func oneHuman(t *testing.T) (ctx context.Context, st backend.Store, svc *admissi
 // is given back, not spent.
 func TestHandlerThatCannotStart(t *testing.T) {
 	ctx, st, svc, id := oneHuman(t)
-	_, err := svc.Drain(ctx, "s1", admission.DrainOptions{Handler: &admission.Handler{Argv: []string{"/nonexistent/handler"}}})
+	_, err := svc.Drain(ctx, "s1", admission.DrainOptions{Principal: "a", Handler: &admission.Handler{Argv: []string{"/nonexistent/handler"}}})
 	if !errors.Is(err, backend.ErrInvalid) || !strings.Contains(err.Error(), "/nonexistent/handler") {
 		t.Errorf("drain: %v, want invalid naming the handler", err)
 	}
@@ -416,7 +416,7 @@ func TestHandlerThatCannotStart(t *testing.T) {
 func TestHandlerTimeoutShorterThanStart(t *testing.T) {
 	ctx, st, svc, id := oneHuman(t)
 	h := &admission.Handler{Argv: []string{"sh", "-c", "cat >/dev/null; exec sleep 60"}, Timeout: time.Nanosecond}
-	rep, err := svc.Drain(ctx, "s1", admission.DrainOptions{Handler: h})
+	rep, err := svc.Drain(ctx, "s1", admission.DrainOptions{Principal: "a", Handler: h})
 	if !errors.Is(err, backend.ErrAttention) || rep.Failed != 1 {
 		t.Errorf("drain: %v (%d failed), want attention with 1 failed turn", err, rep.Failed)
 	}
@@ -447,7 +447,7 @@ func TestReplyLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := &admission.Handler{Argv: []string{bin}, Env: []string{"HQT_BIG=" + strconv.Itoa(c.size)}}
-		_, _ = svc.Drain(ctx, "s1", admission.DrainOptions{Handler: h})
+		_, _ = svc.Drain(ctx, "s1", admission.DrainOptions{Principal: "a", Handler: h})
 		a, err := st.GetAdmission(ctx, r.Admission.ID)
 		if err != nil {
 			t.Fatal(err)

@@ -320,7 +320,7 @@ func TestKeysShareSlot(t *testing.T) {
 		if err != nil || res[0].Err != nil || res[1].Err != nil {
 			t.Fatalf("admit: %v %+v", err, res)
 		}
-		l, err := s.AcquireLease(ctx, backend.LeaseRequest{Session: id, Holder: "h", TTL: time.Minute})
+		l, err := s.AcquireLease(ctx, backend.LeaseRequest{Principal: "alice", Session: id, Holder: "h", TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
