@@ -85,6 +85,9 @@ func TestBadInputAcrossCommands(t *testing.T) {
 		{"revoke of an empty principal", nil, "", []string{"session", "revoke", "s1", ""}, ExitUsage, "principal"},
 		{"admin revoke of a non-admin", nil, "", []string{"admin", "revoke", "bob"}, ExitNotFound, "not an admin"},
 		{"admin grant of an empty principal", nil, "", []string{"admin", "grant", ""}, ExitUsage, "principal"},
+		// A credential in the store URL's query is never shown.
+		{"store url with a password in its query", nil, "", []string{"--store", "redis://127.0.0.1:1/0?password=S3cr3t", "queue", "s1"}, ExitUsage, "password=xxxxx"},
+		{"store url with a token and a fragment", nil, "", []string{"--store", "redis://127.0.0.1:1/0?prefix=hq&token=S3cr3t#S3cr3t", "queue", "s1"}, ExitUsage, "token=xxxxx"},
 		// Limits, each with its own message.
 		{"producer name with capitals", nil, "", []string{"admit", "s1", "--producer", "Proc", "--identity", "x", "--text", "x"}, ExitUsage, "producer name"},
 		{"producer name too long", nil, "", []string{"admit", "s1", "--producer", strings.Repeat("p", 65), "--identity", "x", "--text", "x"}, ExitUsage, "more than 64"},
@@ -130,6 +133,9 @@ func TestBadInputAcrossCommands(t *testing.T) {
 			}
 			r.wantExit(t, c.code)
 			contains(t, "stderr", r.err, c.stderr)
+			if strings.Contains(r.out+r.err, "S3cr3t") {
+				t.Errorf("a credential is shown: %q", r.out+r.err)
+			}
 			if r.out != "" && !strings.Contains(strings.Join(c.args, " "), "--batch") {
 				t.Errorf("stdout not empty: %q", r.out)
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"sync"
 	"time"
 
@@ -312,14 +311,6 @@ func executedText(w io.Writer, a backend.Admission) error {
 
 // storeSecrets are the credentials in a store URL, which a handler must
 // never receive: the password, or a lone user part (which a Redis URL reads
-// as the password).
-func storeSecrets(store string) []string {
-	u, err := url.Parse(store)
-	if err != nil || u.User == nil {
-		return nil
-	}
-	if pw, ok := u.User.Password(); ok {
-		return []string{pw}
-	}
-	return []string{u.User.Username()}
-}
+// as the password), and whatever else the one redaction hides
+// (backend.URLSecrets).
+func storeSecrets(store string) []string { return backend.URLSecrets(store) }
