@@ -85,6 +85,8 @@ func TestBadInputAcrossCommands(t *testing.T) {
 		{"revoke of an empty principal", nil, "", []string{"session", "revoke", "s1", ""}, ExitUsage, "principal"},
 		{"admin revoke of a non-admin", nil, "", []string{"admin", "revoke", "bob"}, ExitNotFound, "not an admin"},
 		{"admin grant of an empty principal", nil, "", []string{"admin", "grant", ""}, ExitUsage, "principal"},
+		{"admin grant of a principal with terminal escapes", nil, "", []string{"admin", "grant", "\x1b]0;pwned\a\x1b[2J"}, ExitUsage, "U+001B not allowed in a principal"},
+		{"session grant of a principal with terminal escapes", nil, "", []string{"session", "grant", "s1", "\x1b]0;pwned\a\x1b[2J"}, ExitUsage, "U+001B not allowed in a principal"},
 		// A credential in the store URL's query is never shown.
 		{"store url with a password in its query", nil, "", []string{"--store", "redis://127.0.0.1:1/0?password=S3cr3t", "queue", "s1"}, ExitUsage, "password=xxxxx"},
 		{"store url with a token and a fragment", nil, "", []string{"--store", "redis://127.0.0.1:1/0?prefix=hq&token=S3cr3t#S3cr3t", "queue", "s1"}, ExitUsage, "token=xxxxx"},

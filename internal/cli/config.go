@@ -197,7 +197,7 @@ func loadConfig(v *viper.Viper) (*Config, error) {
 	if c.Principal == "" {
 		c.Principal = osUser()
 	}
-	if err := backend.ValidateName("principal", c.Principal); err != nil {
+	if err := backend.ValidatePrincipal(c.Principal); err != nil {
 		return nil, err
 	}
 	switch s := strings.TrimSpace(v.GetString(keyOverride)); s {

@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/hermesq/hermesq/internal/redistest"
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -486,4 +490,71 @@ func TestHostileBatchLaterLineFails(t *testing.T) {
 			})
 		}
 	})
+}
+
+// Issue 24, item 3: one principal check for every command. admin grant
+// refuses what session grant refuses (a name with ESC, BEL, a newline, a
+// bidirectional override), on both stores, writing nothing; admin list
+// escapes a name a store holds from before the check.
+func TestHostilePrincipalNames(t *testing.T) {
+	const bad = "\x1b]0;pwned\a\x1b[2J"
+	const shown = `\e]0;pwned\a\e[2J`
+	refusals := func(t *testing.T, e *env) {
+		e.ok("session", "open", "s1")
+		var cases []refusal
+		for _, p := range []string{bad, "bob\nmallory", "bo\u202eb", "  "} {
+			cases = append(cases,
+				refusal{"admin grant " + p, "", []string{"admin", "grant", p}, ExitUsage, "principal"},
+				refusal{"session grant " + p, "", []string{"session", "grant", "s1", p}, ExitUsage, "principal"},
+				refusal{"--principal " + p, "", []string{"--principal", p, "admit", "s1", "--text", "x"}, ExitUsage, "principal"},
+			)
+		}
+		checkRefusals(t, e, cases)
+	}
+	listEscaped := func(t *testing.T, e *env) {
+		out := e.ok("admin", "list").out
+		if rawControl(out) != -1 || !strings.Contains(out, shown) {
+			t.Errorf("admin list prints %q, want %q escaped", out, shown)
+		}
+	}
+	t.Run("bbolt", func(t *testing.T) {
+		e := newEnv(t)
+		refusals(t, e)
+		plantAdminBolt(t, strings.TrimPrefix(e.store, "bbolt://"), bad)
+		listEscaped(t, e)
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		e := newEnv(t)
+		prefix := redistest.UniquePrefix()
+		e.store = srv.URLWithPrefix(prefix)
+		refusals(t, e)
+		if _, err := srv.Do("SADD", prefix+":admins", bad); err != nil {
+			t.Fatal(err)
+		}
+		listEscaped(t, e)
+		// A name planted before the check can still be revoked.
+		e.ok("admin", "revoke", bad)
+	})
+}
+
+// plantAdminBolt writes name into a bbolt store's admins as an older
+// binary, which did not check the name, could have.
+func plantAdminBolt(t *testing.T, path, name string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := json.Marshal([]string{name})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("admins"), b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

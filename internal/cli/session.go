@@ -236,7 +236,7 @@ func newSessionRevokeCmd(f *Factory) *cobra.Command {
 		Long:  "Revoke removes PRINCIPAL's grant on the session (exit 3 when it has none). Only the owner (or an owner grant) may revoke, else exit 7.",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			check := func() error { return backend.ValidateToken("principal", args[1]) }
+			check := func() error { return backend.ValidateRevokedPrincipal(args[1]) }
 			return sessionRun(f, args[0], backend.ActOperate, check, func(p *printer, st backend.Store, cfg *Config) error {
 				ctx := cmd.Context()
 				if err := st.Revoke(ctx, args[0], args[1]); err != nil {

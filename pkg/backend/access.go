@@ -65,7 +65,7 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 // CheckGrant checks a grant's shape: a valid principal, a role, producer
 // names (only on a writer grant), at most MaxGrantProducers of them.
 func CheckGrant(g Grant) error {
-	if err := ValidateName("principal", g.Principal); err != nil {
+	if err := ValidatePrincipal(g.Principal); err != nil {
 		return err
 	}
 	if _, err := ParseGrantRole(string(g.Role)); err != nil {
