@@ -349,6 +349,11 @@ func TestHostileSettings(t *testing.T) {
 			{"handler.command empty list", "", []string{"--config", cfg("handlerempty", "handler:\n  command: []\n"), "drain", "s1"}, ExitUsage, "handler.command is empty"},
 			{"empty --config", "", []string{"--config", "", "queue", "s1"}, ExitUsage, "setting config is empty"},
 			{"drain --max negative", "", []string{"drain", "s1", "--max", "-1", "--", "true"}, ExitUsage, "drain --max -1"},
+			// Issue 24, item 4: a file read whole has a bound (the acceptance
+			// test reads /dev/zero under a memory limit).
+			{"config file of 2 MiB", "", []string{"--config", cfg("huge", "#"+strings.Repeat(" ", 2<<20)+"\n"), "queue", "s1"}, ExitUsage, "bytes, more than the limit of 1048576"},
+			{"tls ca file of 2 MiB", "", []string{"--store", "rediss://127.0.0.1:1/0?ca=" + cfg("hugeca", strings.Repeat("A", 2<<20)), "queue", "s1"}, ExitUsage, "ca file"},
+			{"tls key file of 2 MiB", "", []string{"--store", "rediss://127.0.0.1:1/0?cert=/dev/null&key=" + cfg("hugekey", strings.Repeat("A", 2<<20)), "queue", "s1"}, ExitUsage, "key file"},
 		}
 		if kind == "redis" {
 			u := strings.Replace(e.store, "/0?", "/999?", 1)

@@ -91,6 +91,14 @@ func ParseURL(u *url.URL) (*Config, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("redis: store url %q: %s: %w", red, fmt.Sprintf(format, args...), backend.ErrInvalid)
 	}
+	// fileErr is a TLS file that could not be read, or is too big (it
+	// says so itself).
+	fileErr := func(what string, err error) error {
+		if errors.Is(err, backend.ErrInvalid) {
+			return fmt.Errorf("redis: store url %q: %w", red, err)
+		}
+		return bad("read %s: %v", what, err)
+	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, bad("scheme %q is not redis or rediss", u.Scheme)
 	}
@@ -173,9 +181,9 @@ func ParseURL(u *url.URL) (*Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca := q.Get("ca"); ca != "" {
-		pem, err := os.ReadFile(ca)
+		pem, err := backend.ReadFileLimit("ca file", ca, backend.MaxUserFile)
 		if err != nil {
-			return nil, bad("read ca file: %v", err)
+			return nil, fileErr("ca file", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
@@ -188,7 +196,16 @@ func ParseURL(u *url.URL) (*Config, error) {
 		return nil, bad("cert= and key= go together")
 	}
 	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
+		// Read with a bound (cert=/dev/zero), as tls.LoadX509KeyPair does not.
+		certPEM, err := backend.ReadFileLimit("cert file", cert, backend.MaxUserFile)
+		if err != nil {
+			return nil, fileErr("cert file", err)
+		}
+		keyPEM, err := backend.ReadFileLimit("key file", key, backend.MaxUserFile)
+		if err != nil {
+			return nil, fileErr("key file", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, bad("load client certificate: %v", err)
 		}
