@@ -130,7 +130,9 @@ makes a new child transcript, whose parent it is, current. The child is named
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := child
-			if c == "" {
+			// Only an absent --child is named for it; --child '' is an
+			// id like any other, checked and refused.
+			if !cmd.Flags().Changed("child") {
 				c = defaultChild(args[0])
 			}
 			check := func() error { return backend.ValidateID("transcript", c) }
