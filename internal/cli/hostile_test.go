@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -562,4 +563,44 @@ func plantAdminBolt(t *testing.T, path, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Issue 24, item 13: a store URL is taken whole or refused with exit 2,
+// never partly ignored, never an internal error: a NUL in a bbolt path,
+// cluster=1 against a standalone server, a host listed twice, a repeated
+// parameter, a fragment.
+func TestHostileStoreURLs(t *testing.T) {
+	t.Run("bbolt", func(t *testing.T) {
+		e := newEnv(t)
+		e.ok("admit", "s1", "--text", "queued")
+		checkRefusals(t, e, []refusal{
+			{"NUL in the path", "", []string{"--store", "bbolt://" + e.dir + "/a%00b.db", "queue", "s1"}, ExitUsage, "NUL"},
+			{"fragment", "", []string{"--store", e.store + "#frag", "queue", "s1"}, ExitUsage, "fragment"},
+			{"query that cannot be decoded", "", []string{"--store", e.store + "?x=%zz", "queue", "s1"}, ExitUsage, "cannot be decoded"},
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		e := newEnv(t)
+		e.store = srv.FreshURL()
+		e.ok("admit", "s1", "--text", "queued")
+		u, err := url.Parse(e.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		with := func(host, query string) string {
+			c := *u
+			c.Host = host
+			if query != "" {
+				c.RawQuery += "&" + query
+			}
+			return c.String()
+		}
+		checkRefusals(t, e, []refusal{
+			{"cluster=1 against a standalone server", "", []string{"--store", with(u.Host, "cluster=1"), "queue", "s1"}, ExitUsage, "not a Redis Cluster"},
+			{"host listed twice", "", []string{"--store", with(u.Host+","+u.Host, ""), "queue", "s1"}, ExitUsage, "listed twice"},
+			{"prefix given twice", "", []string{"--store", with(u.Host, "prefix=other"), "queue", "s1"}, ExitUsage, `parameter "prefix" is given 2 times`},
+			{"fragment", "", []string{"--store", e.store + "#frag", "queue", "s1"}, ExitUsage, "fragment"},
+		})
+	})
 }

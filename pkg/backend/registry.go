@@ -178,14 +178,21 @@ func URLSecrets(rawURL string) []string {
 }
 
 // CheckQuery returns ErrInvalid naming the first query parameter of u that
-// is not in known.
+// is not in known, or is given more than once (prefix=a&prefix=b: which
+// one was meant cannot be told), a query that cannot be decoded, and a
+// fragment (#…), which no store reads: a URL is taken whole or refused,
+// never partly ignored.
 func CheckQuery(u *url.URL, known ...string) error {
 	allowed := map[string]bool{}
 	for _, k := range known {
 		allowed[k] = true
 	}
-	keys := make([]string, 0, len(u.Query()))
-	for k := range u.Query() {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fmt.Errorf("store url %q: the query cannot be decoded: %w", RedactURL(u), ErrInvalid)
+	}
+	keys := make([]string, 0, len(q))
+	for k := range q {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -193,6 +200,12 @@ func CheckQuery(u *url.URL, known ...string) error {
 		if !allowed[k] {
 			return fmt.Errorf("store url %q: unknown parameter %q: %w", RedactURL(u), k, ErrInvalid)
 		}
+		if len(q[k]) > 1 {
+			return fmt.Errorf("store url %q: parameter %q is given %d times: %w", RedactURL(u), k, len(q[k]), ErrInvalid)
+		}
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return fmt.Errorf("store url %q: a fragment (#…) is not part of a store url: %w", RedactURL(u), ErrInvalid)
 	}
 	return nil
 }

@@ -104,6 +104,9 @@ func Opener(ctx context.Context, u *url.URL, opts backend.Options) (backend.Stor
 	if u.Host != "" || u.Opaque != "" || u.User != nil {
 		return nil, fmt.Errorf("bbolt: store url %q: want bbolt:///absolute/path.db: %w", backend.RedactURL(u), backend.ErrInvalid)
 	}
+	if strings.ContainsRune(u.Path, 0) {
+		return nil, fmt.Errorf("bbolt: store url %q: the path holds a NUL byte: %w", backend.RedactURL(u), backend.ErrInvalid)
+	}
 	if !filepath.IsAbs(u.Path) {
 		return nil, fmt.Errorf("bbolt: store url %q: path is not absolute: %w", backend.RedactURL(u), backend.ErrInvalid)
 	}
