@@ -604,3 +604,41 @@ func TestHostileStoreURLs(t *testing.T) {
 		})
 	})
 }
+
+// Issue 24, item 14: a store path that is no store (a loop of symbolic
+// links, a file that is not a bbolt file, a torn one) is refused without
+// leaving a "<path>.lock" beside it, by a command that reads and by one
+// that writes.
+func TestHostileStorePathLeavesNoLock(t *testing.T) {
+	e := newEnv(t)
+	loop := filepath.Join(e.dir, "loop.db")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(e.dir, "garbage.db")
+	writeFile(t, garbage, strings.Repeat("not a bbolt file\n", 1000))
+	short := filepath.Join(e.dir, "short.db")
+	writeFile(t, short, "x")
+	for _, c := range []struct {
+		path string
+		code int
+		msg  string
+	}{
+		{loop, ExitUsage, "a loop of symbolic links"},
+		{garbage, ExitFailure, "corrupt or truncated"},
+		{short, ExitFailure, "corrupt or truncated"},
+	} {
+		for _, args := range [][]string{{"queue", "s1"}, {"admit", "s1", "--text", "x"}, {"doctor"}} {
+			e.store = "bbolt://" + c.path
+			r := e.run(args...)
+			if args[0] != "doctor" {
+				r.wantExit(t, c.code)
+				contains(t, "stderr", r.err, c.msg)
+			}
+			if _, err := os.Lstat(c.path + ".lock"); err == nil {
+				t.Errorf("hermesq %s on %s left %s.lock", strings.Join(args, " "), filepath.Base(c.path), filepath.Base(c.path))
+				_ = os.Remove(c.path + ".lock")
+			}
+		}
+	}
+}
