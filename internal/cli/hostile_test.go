@@ -602,6 +602,10 @@ func TestHostileStoreURLs(t *testing.T) {
 			{"prefix given twice", "", []string{"--store", with(u.Host, "prefix=other"), "queue", "s1"}, ExitUsage, `parameter "prefix" is given 2 times`},
 			{"fragment", "", []string{"--store", e.store + "#frag", "queue", "s1"}, ExitUsage, "fragment"},
 		})
+		// Item 15: a prefix with glob characters is no glob: doctor of an
+		// empty store of prefix "h*" checks no other prefix's keys.
+		r := e.run("--store", srv.URLWithPrefix("h*"), "doctor")
+		contains(t, "stdout", r.out, "0 keys checked")
 	})
 }
 

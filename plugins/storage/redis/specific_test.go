@@ -501,3 +501,31 @@ func TestOrphanTranscriptClaim(t *testing.T) {
 		t.Errorf("switch to another session's existing transcript: %v, want ErrConflict", err)
 	}
 }
+
+// Issue 24, item 15: the prefix reaches SCAN MATCH escaped, never as a
+// glob: doctor on the store of prefix "h*" checks its own keys only, not
+// those of the store of prefix "hb" on the same server.
+func TestDoctorPrefixIsNotAGlob(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	other := mustOpen(t, srv.URLWithPrefix("hb"))
+	if _, _, err := other.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"h*", "h?", "h[b]", `h\`} {
+		st := mustOpen(t, srv.URLWithPrefix(prefix))
+		findings, err := st.(backend.Doctor).Doctor(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		for _, f := range findings {
+			if f.Check == "orphaned lookups" {
+				got = f.Detail
+			}
+		}
+		if !strings.HasPrefix(got, "0 keys checked") {
+			t.Errorf("doctor of prefix %q: %q, want 0 keys checked (the store is empty)", prefix, got)
+		}
+	}
+}
