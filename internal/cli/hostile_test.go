@@ -438,6 +438,11 @@ func TestHostileMessagesNameTheProblem(t *testing.T) {
 			{"byte-order mark in a payload", "", []string{"admit", "s1", "--payload", "\ufeff{\"text\":\"x\"}"}, ExitUsage, "byte-order mark not allowed"},
 			{"NUL in an identity", "", []string{"admit", "s1", "--producer", "p", "--identity", "a\x00", "--text", "x"}, ExitUsage, "identity contains a NUL byte"},
 			{"control character in a principal", "", []string{"--principal", "bob\x1b", "admit", "s1", "--text", "x"}, ExitUsage, "U+001B not allowed in a principal"},
+			// Issue 24, item 16.
+			{"empty parts", `{"session":"s1","producer":"process","identities":["a"],"parts":[]}` + "\n", []string{"admit", "--batch", "-"}, ExitUsage, `field "parts" is empty`},
+			{"empty parts without identities", `{"session":"s1","producer":"process","parts":[]}` + "\n", []string{"admit", "--batch", "-"}, ExitUsage, `field "parts" is empty`},
+			{"result file of 1 GiB", "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result-file", sparseFile(t, e, 1<<30)}, ExitUsage, "is 1073741824 bytes, more than the payload limit of 1048576"},
+			{"result on stdin over the limit", strings.Repeat("r", 2<<20), []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result-file", "-"}, ExitUsage, "result on stdin is more than the payload limit of 1048576 bytes"},
 		})
 	})
 }
@@ -645,4 +650,19 @@ func TestHostileStorePathLeavesNoLock(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sparseFile is a file of size bytes in e's folder that takes no disk space.
+func sparseFile(t *testing.T, e *env, size int64) string {
+	t.Helper()
+	p := filepath.Join(e.dir, fmt.Sprintf("sparse-%d", size))
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
