@@ -12,8 +12,9 @@ import (
 // TestBoundedFileReads (issue 24, item 4): every file read whole from a
 // path a user names is read with a bound: --config /dev/zero and the TLS
 // files of a rediss:// URL (ca=, cert=, key=) naming /dev/zero are refused
-// at once (exit 2, naming the file and the limit) under a memory limit
-// that reading them whole would exceed, instead of running out of memory.
+// at once (exit 2, naming the file and the limit), and so is an import
+// whose line never ends, under a memory limit that reading them whole
+// would exceed, instead of running out of memory.
 func TestBoundedFileReads(t *testing.T) {
 	c := newCLI(t, "bbolt:///nonexistent/never-opened.db")
 	cases := [][]string{
@@ -22,11 +23,12 @@ func TestBoundedFileReads(t *testing.T) {
 		{"--store", "rediss://127.0.0.1:1/0?cert=/dev/zero&key=/dev/null", "queue", "s1"},
 		{"--store", "rediss://127.0.0.1:1/0?cert=/dev/null&key=/dev/zero", "queue", "s1"},
 		{"--store", "rediss://127.0.0.1:1/0?ca=/dev/zero", "doctor"},
+		{"import", "--file", "/dev/zero"},
 	}
 	for _, args := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		// 1 GiB of address space: enough for hermesq, not for /dev/zero.
-		cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v 1048576 && exec "$0" "$@"`, c.bin}, args...)...)
+		// 2 GiB of address space: enough for hermesq, not for /dev/zero.
+		cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v 2097152 && exec "$0" "$@"`, c.bin}, args...)...)
 		cmd.Env, cmd.Dir = c.env, c.dir
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -42,8 +44,12 @@ func TestBoundedFileReads(t *testing.T) {
 		if args[len(args)-1] == "doctor" {
 			wantCode = 1 // doctor reports the failed check on stdout, exit 1
 		}
+		want := "/dev/zero is larger than the limit of 1048576 bytes"
+		if args[0] == "import" {
+			want = "line 1: line longer than 8388608 bytes"
+		}
 		all := out.String() + errb.String()
-		if code != wantCode || !strings.Contains(all, "/dev/zero is larger than the limit of 1048576 bytes") {
+		if code != wantCode || !strings.Contains(all, want) {
 			t.Errorf("hermesq %s: exit %d, want %d naming the file and the limit\nstdout: %s\nstderr: %s",
 				strings.Join(args, " "), code, wantCode, abbrev(out.String()), abbrev(errb.String()))
 		}

@@ -154,6 +154,9 @@ func TestHostileImports(t *testing.T) {
 				[]string{"import"}, ExitUsage, "line 1: want exactly one of session, transcript, message, admission, tombstone; got 2"},
 			{"session twice", imp(impSession, impTranscript, impSession),
 				[]string{"import"}, ExitUsage, "line 3: session n1 appears twice"},
+			// Issue 24, item 4: a line is read with a bound.
+			{"line longer than the bound", impSession + "\n" + strings.Repeat("z", maxInputRead+1),
+				[]string{"import"}, ExitUsage, "line 2: line longer than 8388608 bytes"},
 		}
 		checkRefusals(t, e, cases)
 	})
