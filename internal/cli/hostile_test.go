@@ -442,6 +442,7 @@ func TestHostileMessagesNameTheProblem(t *testing.T) {
 			{"NUL in an identity", "", []string{"admit", "s1", "--producer", "p", "--identity", "a\x00", "--text", "x"}, ExitUsage, "identity contains a NUL byte"},
 			{"control character in a principal", "", []string{"--principal", "bob\x1b", "admit", "s1", "--text", "x"}, ExitUsage, "U+001B not allowed in a principal"},
 			// Issue 24, item 16.
+			{"compress into the current transcript", "", []string{"session", "compress", "s1", "--child", "s1"}, ExitConflict, "transcript s1 exists"},
 			{"empty parts", `{"session":"s1","producer":"process","identities":["a"],"parts":[]}` + "\n", []string{"admit", "--batch", "-"}, ExitUsage, `field "parts" is empty`},
 			{"empty parts without identities", `{"session":"s1","producer":"process","parts":[]}` + "\n", []string{"admit", "--batch", "-"}, ExitUsage, `field "parts" is empty`},
 			{"result file of 1 GiB", "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result-file", sparseFile(t, e, 1<<30)}, ExitUsage, "is 1073741824 bytes, more than the payload limit of 1048576"},
