@@ -22,6 +22,16 @@ func TestDrainRightRedis(t *testing.T) {
 	alice := newCLI(t, aclUser(t, srv, "alice", "alice-pw-1"))
 	bob := newCLI(t, aclUser(t, srv, "bob", "bob-pw-1"))
 	drainRight(t, ops, alice, bob)
+
+	// The store's administrator is an admin: it drains as the owner; acting
+	// as bob (--principal), with bob's rights only.
+	alice.admitHuman("as1", "for the admin")
+	alice.ok("session", "revoke", "as1", "bob")
+	ops.exit(7, "--principal", "bob", "drain", "as1", "--", "sh", "-c", "cat >/dev/null; echo admin")
+	ops.ok("drain", "as1", "--", "sh", "-c", "cat >/dev/null; echo admin")
+	if tr := alice.ok("transcript", "--session", "as1").stdout; !strings.Contains(tr, "assistant: admin") {
+		t.Errorf("transcript after the admin's drain:\n%s", tr)
+	}
 }
 
 // TestDrainRightBbolt: the same on a file store whose principals are

@@ -193,9 +193,11 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 		return err
 	}
 	// Who drains, as resolved when the store opened: the owner of a
-	// session, or a principal granted drainer or owner on it; an admin
-	// (who may act as any principal) drains each session as its owner.
-	opt.Principal, opt.AsOwner = cfg.Principal, cfg.Admin
+	// session, or a principal granted drainer or owner on it. An admin
+	// acting as itself (who may act as any principal) drains each session
+	// as its owner; one acting as another principal (--principal) drains
+	// with that principal's rights.
+	opt.Principal, opt.AsOwner = cfg.Principal, cfg.Admin && cfg.Principal == cfg.Caller
 	opt.LeftOut = func(n int) {
 		fmt.Fprintf(o.f.IO.ErrOut, "hermesq: drain: left out %d session(s) with work that principal %s may not drain (its owner may grant it: hermesq session grant SESSION %s --role drainer)\n",
 			n, esc(cfg.Principal), esc(cfg.Principal))
