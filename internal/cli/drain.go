@@ -47,8 +47,8 @@ admission queued and exits 2.
 
 Draining needs a right: the principal must own the session or be granted
 drainer or owner on it (hermesq session grant S P --role drainer); an admin
-drains each session as its owner. The store checks it when the lease is taken
-and at every claim. Without it, drain S exits 7 and changes nothing; --all
+acting as itself drains each session as its owner. The store checks it when
+the lease is taken and at every claim. Without it, drain S exits 7 and changes nothing; --all
 (and --all --follow) leaves such sessions out and says on stderr how many.
 
 --all drains every session with queued work (what cron runs); --follow keeps
