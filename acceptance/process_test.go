@@ -105,6 +105,13 @@ func TestProcessRunDetachWatch(t *testing.T) {
 			t.Errorf("stderr %q, want one error line", r.stderr)
 		}
 		c.exit(2, "proc", "run", "--session", "s1", "--", "/nonexistent/command")
+		// Issue 24, item 16: detached, the same refusal says what is wrong,
+		// once, not "invalid: invalid".
+		r = c.exit(2, "proc", "run", "--session", "s1", "--detach", "--", "/nonexistent/command")
+		if !strings.Contains(r.stderr, "start /nonexistent/command") || !strings.Contains(r.stderr, "no such file or directory") ||
+			strings.Contains(r.stderr, "invalid: invalid") || strings.Count(r.stderr, "proc run") != 1 {
+			t.Errorf("proc run --detach of a missing command: stderr %q, want what is wrong, said once", r.stderr)
+		}
 		c.exit(3, "proc", "watch", "--session", "s1", "999999999")
 		if es := processEntries(c); len(es) != 0 {
 			t.Fatalf("refused runs recorded %+v", es)

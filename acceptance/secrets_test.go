@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,6 +88,30 @@ func TestNoCredentialsAnywhere(t *testing.T) {
 	run(nil, "--principal", "someone-else", "-o", "json", "admit", "s1", "--text", "x")
 	run([]string{"HERMESQ_STORE=" + strings.Replace(srv.URL(), pass, "wrong-password", 1)}, "sessions")
 	run([]string{"HERMESQ_STORE=" + strings.Replace(srv.URL(), pass, "wrong-password", 1)}, "-o", "json", "doctor")
+	// The password in the URL's query (issue 24, item 2): by flag, by
+	// environment, in a config file, to doctor; refused (an unknown
+	// parameter), never shown.
+	qu, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	qu.User, qu.RawQuery = nil, "password="+url.QueryEscape(pass)
+	qcfg := filepath.Join(c.dir, "config-query.yaml")
+	if err := os.WriteFile(qcfg, []byte("store: \""+qu.String()+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []result{
+		run(nil, "--store", qu.String(), "sessions"),
+		run([]string{"HERMESQ_STORE=" + qu.String()}, "sessions"),
+		run([]string{"HERMESQ_STORE="}, "--config", qcfg, "sessions"),
+		run(nil, "--store", qu.String(), "doctor"),
+		run([]string{"HERMESQ_STORE=" + qu.String()}, "-o", "json", "doctor"),
+		run(nil, "--store", qu.String()+"#"+pass, "sessions"),
+	} {
+		if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "password=xxxxx") {
+			t.Errorf("a URL with a password in its query: want refused, naming password=xxxxx: %v", r)
+		}
+	}
 	srv.Kill()
 	run(nil, "--timeout", "1s", "admit", "s1", "--text", "down")
 	run(nil, "--timeout", "1s", "-o", "json", "doctor")

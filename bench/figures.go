@@ -351,7 +351,7 @@ func depthProbe(u string, depth, probe int) (admit, drain time.Duration, err err
 	}
 	admit = time.Since(t0) / time.Duration(probe)
 	t0 = time.Now()
-	rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Max: probe})
+	rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Principal: "bench", Max: probe})
 	if err != nil {
 		return 0, 0, err
 	}

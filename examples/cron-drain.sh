@@ -8,6 +8,21 @@
 # unknown admission, or a turn failed: see `hermesq queue S --status unknown`
 # and `hermesq queue S --outcome failed`); 75 the store is busy or down (the
 # next run retries).
+#
+# Who drains: the principal this runs as (on Redis with ACL users, the ACL
+# user of HERMESQ_STORE; on bbolt, the OS user) drains only the sessions it
+# owns or is granted drainer (or owner) on; it leaves the others out and says
+# how many on stderr. Give the service principal the right per session,
+#
+#   hermesq session grant SESSION svc-drain --role drainer   # run by the owner
+#
+# or store-wide, as an admin (who drains every session as its owner):
+#
+#   hermesq admin grant svc-drain                            # run by the store's administrator
+#
+# A drainer grant lets it read the session and run its queue (read every queued
+# input, run the handler, write the replies and notes), nothing more: it cannot
+# admit, close, grant or replay.
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 HANDLER [ARGS…]" >&2; exit 2; }
 

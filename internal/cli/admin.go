@@ -42,7 +42,7 @@ func newAdminSetCmd(f *Factory, grant bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			check := func() error { return backend.ValidateToken("principal", args[0]) }
+			check := func() error { return backend.CheckSetAdmin(args[0], grant) }
 			return storeRun(f, check, func(p *printer, st backend.Store, cfg *Config) error {
 				if !cfg.StoreAdmin {
 					return backend.Errorf(backend.ErrForbidden, "admin %s: %q does not administer this store (on Redis: a user allowed to manage ACL users; on bbolt: the file's owner)", verb, orDash(cfg.Caller))
@@ -73,7 +73,7 @@ func newAdminListCmd(f *Factory) *cobra.Command {
 				}
 				return p.object(admins, func(w io.Writer) error {
 					for _, a := range admins {
-						if _, err := fmt.Fprintln(w, a); err != nil {
+						if _, err := fmt.Fprintln(w, esc(a)); err != nil {
 							return err
 						}
 					}

@@ -622,6 +622,9 @@ func parseParts(v json.RawMessage) ([]admission.Part, error) {
 	if len(v) == 0 || v[0] != '[' || json.Unmarshal(v, &raws) != nil {
 		return nil, backend.Errorf(backend.ErrInvalid, `field "parts": want a list of {"identity","text"|"payload"} objects`)
 	}
+	if len(raws) == 0 {
+		return nil, backend.Errorf(backend.ErrInvalid, `field "parts" is empty: give one part per identity, or leave "parts" out`)
+	}
 	parts := make([]admission.Part, 0, len(raws))
 	for i, r := range raws {
 		what := fmt.Sprintf("part %d", i+1)

@@ -68,7 +68,10 @@ func TestBadInputAcrossCommands(t *testing.T) {
 		{"stranger finds an identity", override, "", as("mallory", "find", "i1"), ExitForbidden, "inspect"},
 		{"stranger adds a viewer", override, "", as("mallory", "viewer", "add", "s1"), ExitForbidden, "inspect"},
 		{"stranger attaches", override, "", as("mallory", "attach", "s1"), ExitForbidden, "inspect"},
+		{"stranger drains", override, "", as("mallory", "drain", "s1", "--", "sh", "-c", "cat; echo x"), ExitForbidden, "--role drainer"},
+		{"stranger drains with --wait", override, "", as("mallory", "drain", "s1", "--wait", "--", "sh", "-c", "cat; echo x"), ExitForbidden, "drain on session s1"},
 		// A reader inspects only.
+		{"reader drains", override, "", as("rita", "drain", "s1", "--", "sh", "-c", "cat; echo x"), ExitForbidden, "drain on session s1"},
 		{"reader admits", override, "", as("rita", "admit", "s1", "--text", "x"), ExitForbidden, "may not"},
 		{"reader cancels", override, "", as("rita", "cancel", queued), ExitForbidden, "may not"},
 		{"reader attaches and closes", override, "", as("rita", "attach", "s1", "--end-reason", "tui_close"), ExitForbidden, "operate"},
@@ -83,6 +86,11 @@ func TestBadInputAcrossCommands(t *testing.T) {
 		{"revoke of an empty principal", nil, "", []string{"session", "revoke", "s1", ""}, ExitUsage, "principal"},
 		{"admin revoke of a non-admin", nil, "", []string{"admin", "revoke", "bob"}, ExitNotFound, "not an admin"},
 		{"admin grant of an empty principal", nil, "", []string{"admin", "grant", ""}, ExitUsage, "principal"},
+		{"admin grant of a principal with terminal escapes", nil, "", []string{"admin", "grant", "\x1b]0;pwned\a\x1b[2J"}, ExitUsage, "U+001B not allowed in a principal"},
+		{"session grant of a principal with terminal escapes", nil, "", []string{"session", "grant", "s1", "\x1b]0;pwned\a\x1b[2J"}, ExitUsage, "U+001B not allowed in a principal"},
+		// A credential in the store URL's query is never shown.
+		{"store url with a password in its query", nil, "", []string{"--store", "redis://127.0.0.1:1/0?password=S3cr3t", "queue", "s1"}, ExitUsage, "password=xxxxx"},
+		{"store url with a token and a fragment", nil, "", []string{"--store", "redis://127.0.0.1:1/0?prefix=hq&token=S3cr3t#S3cr3t", "queue", "s1"}, ExitUsage, "token=xxxxx"},
 		// Limits, each with its own message.
 		{"producer name with capitals", nil, "", []string{"admit", "s1", "--producer", "Proc", "--identity", "x", "--text", "x"}, ExitUsage, "producer name"},
 		{"producer name too long", nil, "", []string{"admit", "s1", "--producer", strings.Repeat("p", 65), "--identity", "x", "--text", "x"}, ExitUsage, "more than 64"},
@@ -151,6 +159,9 @@ func TestBadInputAcrossCommands(t *testing.T) {
 			}
 			r.wantExit(t, c.code)
 			contains(t, "stderr", r.err, c.stderr)
+			if strings.Contains(r.out+r.err, "S3cr3t") {
+				t.Errorf("a credential is shown: %q", r.out+r.err)
+			}
 			if r.out != "" && !strings.Contains(strings.Join(c.args, " "), "--batch") {
 				t.Errorf("stdout not empty: %q", r.out)
 			}

@@ -210,7 +210,7 @@ func TestDrainLeaseAndUnknown(t *testing.T) {
 	defer st.Close()
 	// A drainer that claimed the admission and then vanished.
 	now := time.Now()
-	l, err := st.AcquireLease(ctx, backend.LeaseRequest{Session: "s1", Holder: "ghost", TTL: time.Hour, Now: now})
+	l, err := st.AcquireLease(ctx, backend.LeaseRequest{Principal: boltstore.OSUser(), Session: "s1", Holder: "ghost", TTL: time.Hour, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestDrainLeaseAndUnknown(t *testing.T) {
 	}
 	// Its lease expires: the next drainer recovers the admission as
 	// unknown and pauses on it.
-	l2, err := st.AcquireLease(ctx, backend.LeaseRequest{Session: "s1", Holder: "ghost2", TTL: time.Minute, Now: now.Add(2 * time.Hour)})
+	l2, err := st.AcquireLease(ctx, backend.LeaseRequest{Principal: boltstore.OSUser(), Session: "s1", Holder: "ghost2", TTL: time.Minute, Now: now.Add(2 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

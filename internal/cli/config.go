@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,32 +108,48 @@ func defaultConfigFile() string {
 }
 
 // readConfigFile reads the config file named by --config / HERMESQ_CONFIG,
-// or the default one when it exists. A named file that cannot be read is an
-// error; a missing default file is not.
-func readConfigFile(v *viper.Viper) (string, error) {
+// or the default one when it exists, into v, and returns its name and
+// contents. A named file that cannot be read, or is larger than
+// backend.MaxUserFile (--config /dev/zero), is an error; a missing default
+// file is not.
+func readConfigFile(v *viper.Viper) (string, []byte, error) {
 	path := v.GetString(keyConfig)
 	if path == "" {
 		path = defaultConfigFile()
 		if path == "" {
-			return "", nil
+			return "", nil, nil
 		}
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return "", nil
+			return "", nil, nil
 		}
 	}
-	v.SetConfigFile(path)
-	if filepath.Ext(path) == "" {
-		v.SetConfigType("yaml")
+	data, err := backend.ReadFileLimit("config file", path, backend.MaxUserFile)
+	if errors.Is(err, backend.ErrInvalid) {
+		return "", nil, err
 	}
-	if err := v.ReadInConfig(); err != nil {
-		return "", fmt.Errorf("config file %s: %v: %w", path, oneLine(err.Error()), backend.ErrInvalid)
+	if err == nil {
+		err = parseConfig(v, path, data)
 	}
-	return path, nil
+	if err != nil {
+		return "", nil, fmt.Errorf("config file %s: %v: %w", path, oneLine(err.Error()), backend.ErrInvalid)
+	}
+	return path, data, nil
+}
+
+// parseConfig reads data, the contents of the config file path, into v:
+// YAML unless the name says another format viper knows.
+func parseConfig(v *viper.Viper, path string, data []byte) error {
+	typ := strings.TrimPrefix(filepath.Ext(path), ".")
+	if typ == "" {
+		typ = "yaml"
+	}
+	v.SetConfigType(typ)
+	return v.ReadConfig(bytes.NewReader(data))
 }
 
 // loadConfig resolves and validates the configuration.
 func loadConfig(v *viper.Viper) (*Config, error) {
-	file, err := readConfigFile(v)
+	file, data, err := readConfigFile(v)
 	if err != nil {
 		return nil, err
 	}
@@ -141,11 +158,7 @@ func loadConfig(v *viper.Viper) (*Config, error) {
 		// The file's own values, whatever flags and environment say: a
 		// broken config file is refused even when a flag overrides it.
 		fv := viper.New()
-		fv.SetConfigFile(file)
-		if filepath.Ext(file) == "" {
-			fv.SetConfigType("yaml")
-		}
-		if err := fv.ReadInConfig(); err == nil {
+		if err := parseConfig(fv, file, data); err == nil {
 			c.Warnings = unknownKeys(fv, file)
 			if err := checkSettingTypes(fv, "config file "+file+": "); err != nil {
 				return nil, err
@@ -197,7 +210,7 @@ func loadConfig(v *viper.Viper) (*Config, error) {
 	if c.Principal == "" {
 		c.Principal = osUser()
 	}
-	if err := backend.ValidateName("principal", c.Principal); err != nil {
+	if err := backend.ValidatePrincipal(c.Principal); err != nil {
 		return nil, err
 	}
 	switch s := strings.TrimSpace(v.GetString(keyOverride)); s {

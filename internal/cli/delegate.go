@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
 )
@@ -114,7 +115,7 @@ func runDelegateDone(ctx context.Context, o *delegateDoneOptions) error {
 	}
 	result := o.Result
 	if o.ResultFile != "" {
-		if result, err = readResultFile(o.f.IO.In, o.ResultFile); err != nil {
+		if result, err = readResultFile(o.f.IO.In, o.ResultFile, cfg.PayloadLimit); err != nil {
 			return err
 		}
 	}
@@ -134,20 +135,34 @@ func runDelegateDone(ctx context.Context, o *delegateDoneOptions) error {
 }
 
 // readResultFile reads a result from a file or stdin ("-"), one trailing
-// newline removed.
-func readResultFile(stdin io.Reader, name string) (string, error) {
+// newline removed. A result longer than the payload limit (0: the default)
+// is refused naming the file's real size (or, read from a stream, the
+// limit), after reading no more than the limit.
+func readResultFile(stdin io.Reader, name string, limit int) (string, error) {
+	if limit == 0 {
+		limit = admission.DefaultMaxPayload
+	}
 	var r io.Reader = stdin
+	what := "result on stdin"
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
 			return "", fmt.Errorf("result file: %v: %w", err, backend.ErrInvalid)
 		}
 		defer f.Close()
+		what = "result file " + name
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit)+2 {
+			return "", fmt.Errorf("%s is %d bytes, more than the payload limit of %d: %w", what, fi.Size(), limit, backend.ErrInvalid)
+		}
 		r = f
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxInputRead))
+	// limit+2: room for the trailing newline (\r\n) that is removed.
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+3))
 	if err != nil {
 		return "", fmt.Errorf("read result: %v: %w", err, backend.ErrInvalid)
+	}
+	if len(b) > limit+2 {
+		return "", fmt.Errorf("%s is more than the payload limit of %d bytes: %w", what, limit, backend.ErrInvalid)
 	}
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 }

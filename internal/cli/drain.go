@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"sync"
 	"time"
 
@@ -47,6 +46,12 @@ run directly, never through a shell. A turn due with no handler leaves the
 admission queued and exits 2. The turn is judged when the handler exits: by
 its exit status and what it wrote until then (what it left running in its
 process group is killed; output still coming a second later is discarded).
+
+Draining needs a right: the principal must own the session or be granted
+drainer or owner on it (hermesq session grant S P --role drainer); an admin
+acting as itself drains each session as its owner. The store checks it when
+the lease is taken and at every claim. Without it, drain S exits 7 and changes nothing; --all
+(and --all --follow) leaves such sessions out and says on stderr how many.
 
 --all drains every session with queued work (what cron runs); --follow keeps
 draining as inputs arrive until SIGINT or SIGTERM. On a signal the running
@@ -193,6 +198,16 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	if err != nil {
 		return err
 	}
+	// Who drains, as resolved when the store opened: the owner of a
+	// session, or a principal granted drainer or owner on it. An admin
+	// acting as itself (who may act as any principal) drains each session
+	// as its owner; one acting as another principal (--principal) drains
+	// with that principal's rights.
+	opt.Principal, opt.AsOwner = cfg.Principal, cfg.Admin && cfg.Principal == cfg.Caller
+	opt.LeftOut = func(n int) {
+		fmt.Fprintf(o.f.IO.ErrOut, "hermesq: drain: left out %d session(s) with work that principal %s may not drain (its owner may grant it: hermesq session grant SESSION %s --role drainer)\n",
+			n, esc(cfg.Principal), esc(cfg.Principal))
+	}
 
 	// SIGINT/SIGTERM cancel the drain: the running turn gets the grace,
 	// is settled, the lease is released, then we exit 130/143.
@@ -217,6 +232,9 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	outMu.Unlock()
 	if sig != nil {
 		return sig
+	}
+	if errors.Is(err, backend.ErrForbidden) && !o.All {
+		return fmt.Errorf("%w (its owner may grant it: hermesq session grant SESSION %s --role drainer)", err, esc(cfg.Principal))
 	}
 	if errors.Is(err, admission.ErrNoHandler) {
 		return fmt.Errorf("%w (give the handler after --, e.g. 'hermesq drain S -- ./agent.sh', or set handler.command in the config file)", err)
@@ -301,14 +319,6 @@ func executedText(w io.Writer, a backend.Admission) error {
 
 // storeSecrets are the credentials in a store URL, which a handler must
 // never receive: the password, or a lone user part (which a Redis URL reads
-// as the password).
-func storeSecrets(store string) []string {
-	u, err := url.Parse(store)
-	if err != nil || u.User == nil {
-		return nil
-	}
-	if pw, ok := u.User.Password(); ok {
-		return []string{pw}
-	}
-	return []string{u.User.Username()}
-}
+// as the password), and whatever else the one redaction hides
+// (backend.URLSecrets).
+func storeSecrets(store string) []string { return backend.URLSecrets(store) }

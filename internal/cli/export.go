@@ -273,17 +273,21 @@ how many records it wrote and how many were there already.`,
 }
 
 // readRecords parses an export strictly, every line before any is written,
-// and returns the records with the line number of each.
+// and returns the records with the line number of each. A line is read
+// with the bound of a --batch line: a longer one, or one that never ends
+// (/dev/zero), is refused once the bound is passed (readLineUpTo).
 func readRecords(r io.Reader, prog *progress) ([]backend.Record, []int, error) {
 	br := bufio.NewReader(r)
 	var recs []backend.Record
 	var lines []int
 	for n := 1; ; n++ {
-		raw, err := br.ReadBytes('\n')
+		raw, tooLong, err := readLineUpTo(br, maxInputRead)
+		if tooLong {
+			return nil, nil, backend.Errorf(backend.ErrInvalid, "import: line %d: line longer than %d bytes", n, maxInputRead-1)
+		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, nil, fmt.Errorf("import: read line %d: %w", n, err)
 		}
-		raw = bytes.TrimSuffix(bytes.TrimSuffix(raw, []byte("\n")), []byte("\r"))
 		if len(bytes.TrimSpace(raw)) > 0 {
 			rec, perr := backend.DecodeRecord(raw)
 			if perr != nil {
@@ -296,6 +300,22 @@ func readRecords(r io.Reader, prog *progress) ([]backend.Record, []int, error) {
 		if errors.Is(err, io.EOF) {
 			return recs, lines, nil
 		}
+	}
+}
+
+// readLineUpTo reads one line without its newline, at most max bytes: past
+// them it stops reading and reports the line too long.
+func readLineUpTo(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > max {
+			return nil, true, nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r")), false, err
 	}
 }
 

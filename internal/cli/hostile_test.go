@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/hermesq/hermesq/internal/redistest"
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -149,6 +154,9 @@ func TestHostileImports(t *testing.T) {
 				[]string{"import"}, ExitUsage, "line 1: want exactly one of session, transcript, message, admission, tombstone; got 2"},
 			{"session twice", imp(impSession, impTranscript, impSession),
 				[]string{"import"}, ExitUsage, "line 3: session n1 appears twice"},
+			// Issue 24, item 4: a line is read with a bound.
+			{"line longer than the bound", impSession + "\n" + strings.Repeat("z", maxInputRead+1),
+				[]string{"import"}, ExitUsage, "line 2: line longer than 8388608 bytes"},
 		}
 		checkRefusals(t, e, cases)
 	})
@@ -345,6 +353,11 @@ func TestHostileSettings(t *testing.T) {
 			{"handler.command empty list", "", []string{"--config", cfg("handlerempty", "handler:\n  command: []\n"), "drain", "s1"}, ExitUsage, "handler.command is empty"},
 			{"empty --config", "", []string{"--config", "", "queue", "s1"}, ExitUsage, "setting config is empty"},
 			{"drain --max negative", "", []string{"drain", "s1", "--max", "-1", "--", "true"}, ExitUsage, "drain --max -1"},
+			// Issue 24, item 4: a file read whole has a bound (the acceptance
+			// test reads /dev/zero under a memory limit).
+			{"config file of 2 MiB", "", []string{"--config", cfg("huge", "#"+strings.Repeat(" ", 2<<20)+"\n"), "queue", "s1"}, ExitUsage, "bytes, more than the limit of 1048576"},
+			{"tls ca file of 2 MiB", "", []string{"--store", "rediss://127.0.0.1:1/0?ca=" + cfg("hugeca", strings.Repeat("A", 2<<20)), "queue", "s1"}, ExitUsage, "ca file"},
+			{"tls key file of 2 MiB", "", []string{"--store", "rediss://127.0.0.1:1/0?cert=/dev/null&key=" + cfg("hugekey", strings.Repeat("A", 2<<20)), "queue", "s1"}, ExitUsage, "key file"},
 		}
 		if kind == "redis" {
 			u := strings.Replace(e.store, "/0?", "/999?", 1)
@@ -428,6 +441,12 @@ func TestHostileMessagesNameTheProblem(t *testing.T) {
 			{"byte-order mark in a payload", "", []string{"admit", "s1", "--payload", "\ufeff{\"text\":\"x\"}"}, ExitUsage, "byte-order mark not allowed"},
 			{"NUL in an identity", "", []string{"admit", "s1", "--producer", "p", "--identity", "a\x00", "--text", "x"}, ExitUsage, "identity contains a NUL byte"},
 			{"control character in a principal", "", []string{"--principal", "bob\x1b", "admit", "s1", "--text", "x"}, ExitUsage, "U+001B not allowed in a principal"},
+			// Issue 24, item 16.
+			{"compress into the current transcript", "", []string{"session", "compress", "s1", "--child", "s1"}, ExitConflict, "transcript s1 exists"},
+			{"empty parts", `{"session":"s1","producer":"process","identities":["a"],"parts":[]}` + "\n", []string{"admit", "--batch", "-"}, ExitUsage, `field "parts" is empty`},
+			{"empty parts without identities", `{"session":"s1","producer":"process","parts":[]}` + "\n", []string{"admit", "--batch", "-"}, ExitUsage, `field "parts" is empty`},
+			{"result file of 1 GiB", "", []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result-file", sparseFile(t, e, 1<<30)}, ExitUsage, "is 1073741824 bytes, more than the payload limit of 1048576"},
+			{"result on stdin over the limit", strings.Repeat("r", 2<<20), []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result-file", "-"}, ExitUsage, "result on stdin is more than the payload limit of 1048576 bytes"},
 		})
 	})
 }
@@ -486,4 +505,168 @@ func TestHostileBatchLaterLineFails(t *testing.T) {
 			})
 		}
 	})
+}
+
+// Issue 24, item 3: one principal check for every command. admin grant
+// refuses what session grant refuses (a name with ESC, BEL, a newline, a
+// bidirectional override), on both stores, writing nothing; admin list
+// escapes a name a store holds from before the check.
+func TestHostilePrincipalNames(t *testing.T) {
+	const bad = "\x1b]0;pwned\a\x1b[2J"
+	const shown = `\e]0;pwned\a\e[2J`
+	refusals := func(t *testing.T, e *env) {
+		e.ok("session", "open", "s1")
+		var cases []refusal
+		for _, p := range []string{bad, "bob\nmallory", "bo\u202eb", "  "} {
+			cases = append(cases,
+				refusal{"admin grant " + p, "", []string{"admin", "grant", p}, ExitUsage, "principal"},
+				refusal{"session grant " + p, "", []string{"session", "grant", "s1", p}, ExitUsage, "principal"},
+				refusal{"--principal " + p, "", []string{"--principal", p, "admit", "s1", "--text", "x"}, ExitUsage, "principal"},
+			)
+		}
+		checkRefusals(t, e, cases)
+	}
+	listEscaped := func(t *testing.T, e *env) {
+		out := e.ok("admin", "list").out
+		if rawControl(out) != -1 || !strings.Contains(out, shown) {
+			t.Errorf("admin list prints %q, want %q escaped", out, shown)
+		}
+	}
+	t.Run("bbolt", func(t *testing.T) {
+		e := newEnv(t)
+		refusals(t, e)
+		plantAdminBolt(t, strings.TrimPrefix(e.store, "bbolt://"), bad)
+		listEscaped(t, e)
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		e := newEnv(t)
+		prefix := redistest.UniquePrefix()
+		e.store = srv.URLWithPrefix(prefix)
+		refusals(t, e)
+		if _, err := srv.Do("SADD", prefix+":admins", bad); err != nil {
+			t.Fatal(err)
+		}
+		listEscaped(t, e)
+		// A name planted before the check can still be revoked.
+		e.ok("admin", "revoke", bad)
+	})
+}
+
+// plantAdminBolt writes name into a bbolt store's admins as an older
+// binary, which did not check the name, could have.
+func plantAdminBolt(t *testing.T, path, name string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := json.Marshal([]string{name})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("meta")).Put([]byte("admins"), b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 24, item 13: a store URL is taken whole or refused with exit 2,
+// never partly ignored, never an internal error: a NUL in a bbolt path,
+// cluster=1 against a standalone server, a host listed twice, a repeated
+// parameter, a fragment.
+func TestHostileStoreURLs(t *testing.T) {
+	t.Run("bbolt", func(t *testing.T) {
+		e := newEnv(t)
+		e.ok("admit", "s1", "--text", "queued")
+		checkRefusals(t, e, []refusal{
+			{"NUL in the path", "", []string{"--store", "bbolt://" + e.dir + "/a%00b.db", "queue", "s1"}, ExitUsage, "NUL"},
+			{"fragment", "", []string{"--store", e.store + "#frag", "queue", "s1"}, ExitUsage, "fragment"},
+			{"query that cannot be decoded", "", []string{"--store", e.store + "?x=%zz", "queue", "s1"}, ExitUsage, "cannot be decoded"},
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		e := newEnv(t)
+		e.store = srv.FreshURL()
+		e.ok("admit", "s1", "--text", "queued")
+		u, err := url.Parse(e.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		with := func(host, query string) string {
+			c := *u
+			c.Host = host
+			if query != "" {
+				c.RawQuery += "&" + query
+			}
+			return c.String()
+		}
+		checkRefusals(t, e, []refusal{
+			{"cluster=1 against a standalone server", "", []string{"--store", with(u.Host, "cluster=1"), "queue", "s1"}, ExitUsage, "not a Redis Cluster"},
+			{"host listed twice", "", []string{"--store", with(u.Host+","+u.Host, ""), "queue", "s1"}, ExitUsage, "listed twice"},
+			{"prefix given twice", "", []string{"--store", with(u.Host, "prefix=other"), "queue", "s1"}, ExitUsage, `parameter "prefix" is given 2 times`},
+			{"fragment", "", []string{"--store", e.store + "#frag", "queue", "s1"}, ExitUsage, "fragment"},
+		})
+		// Item 15: a prefix with glob characters is no glob: doctor of an
+		// empty store of prefix "h*" checks no other prefix's keys.
+		r := e.run("--store", srv.URLWithPrefix("h*"), "doctor")
+		contains(t, "stdout", r.out, "0 keys checked")
+	})
+}
+
+// Issue 24, item 14: a store path that is no store (a loop of symbolic
+// links, a file that is not a bbolt file, a torn one) is refused without
+// leaving a "<path>.lock" beside it, by a command that reads and by one
+// that writes.
+func TestHostileStorePathLeavesNoLock(t *testing.T) {
+	e := newEnv(t)
+	loop := filepath.Join(e.dir, "loop.db")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(e.dir, "garbage.db")
+	writeFile(t, garbage, strings.Repeat("not a bbolt file\n", 1000))
+	short := filepath.Join(e.dir, "short.db")
+	writeFile(t, short, "x")
+	for _, c := range []struct {
+		path string
+		code int
+		msg  string
+	}{
+		{loop, ExitUsage, "a loop of symbolic links"},
+		{garbage, ExitFailure, "corrupt or truncated"},
+		{short, ExitFailure, "corrupt or truncated"},
+	} {
+		for _, args := range [][]string{{"queue", "s1"}, {"admit", "s1", "--text", "x"}, {"doctor"}} {
+			e.store = "bbolt://" + c.path
+			r := e.run(args...)
+			if args[0] != "doctor" {
+				r.wantExit(t, c.code)
+				contains(t, "stderr", r.err, c.msg)
+			}
+			if _, err := os.Lstat(c.path + ".lock"); err == nil {
+				t.Errorf("hermesq %s on %s left %s.lock", strings.Join(args, " "), filepath.Base(c.path), filepath.Base(c.path))
+				_ = os.Remove(c.path + ".lock")
+			}
+		}
+	}
+}
+
+// sparseFile is a file of size bytes in e's folder that takes no disk space.
+func sparseFile(t *testing.T, e *env, size int64) string {
+	t.Helper()
+	p := filepath.Join(e.dir, fmt.Sprintf("sparse-%d", size))
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -484,7 +484,11 @@ func detachSupervisor(_ *Factory, p *printer, what string) error {
 		if line == "" {
 			line = "the supervisor ended without a report"
 		}
-		return fmt.Errorf("%s --detach: %s: %w", what, strings.TrimPrefix(line, "error "), backend.ErrInvalid)
+		// The supervisor's error as it said it, without the command name
+		// and the code it carried, which are said here once.
+		detail := strings.TrimPrefix(strings.TrimPrefix(line, "error "), what+": ")
+		detail = strings.TrimSuffix(detail, ": "+backend.ErrInvalid.Error())
+		return fmt.Errorf("%s --detach: %s: %w", what, detail, backend.ErrInvalid)
 	}
 	return p.object(map[string]any{"supervisor_pid": pid, "status": msg},
 		textf("%s (supervisor pid %d)\n", msg, pid))

@@ -263,7 +263,7 @@ func rawYAMLScalar(file string, path ...string) (string, bool) {
 	if file == "" {
 		return "", false
 	}
-	b, err := os.ReadFile(file)
+	b, err := backend.ReadFileLimit("config file", file, backend.MaxUserFile)
 	if err != nil {
 		return "", false
 	}

@@ -169,7 +169,7 @@ func runProducers(ctx context.Context, o *producersRunOptions) error {
 		}
 	}
 	if enabled == 0 {
-		fmt.Fprintf(o.f.IO.ErrOut, "hermesq: no producer plugins in %s (%s*)\n", pc.PluginDir, pluginPrefix)
+		fmt.Fprintf(o.f.IO.ErrOut, "hermesq: no producer plugins in %s (%s*)\n", esc(pc.PluginDir), pluginPrefix)
 		return nil
 	}
 

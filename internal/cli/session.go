@@ -130,7 +130,9 @@ makes a new child transcript, whose parent it is, current. The child is named
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := child
-			if c == "" {
+			// Only an absent --child is named for it; --child '' is an
+			// id like any other, checked and refused.
+			if !cmd.Flags().Changed("child") {
 				c = defaultChild(args[0])
 			}
 			check := func() error { return backend.ValidateID("transcript", c) }
@@ -191,17 +193,21 @@ func newSessionGrantCmd(f *Factory) *cobra.Command {
 	var role string
 	var producers []string
 	cmd := &cobra.Command{
-		Use:   "grant SESSION PRINCIPAL [--role reader|writer|owner] [--producer NAME…]",
+		Use:   "grant SESSION PRINCIPAL [--role reader|drainer|writer|owner] [--producer NAME…]",
 		Short: "Give another principal a role on the session",
 		Long: `Grant gives PRINCIPAL a role on the session besides its owner, replacing any
 grant it had:
-  reader  inspects: session show, queue, show, find, transcript, attach, viewers
-  writer  also admits human input, and the automation input of the producers
-          named with --producer (repeatable); without --producer, none
-  owner   also admits any automation input, closes, compresses, switches,
-          resolves, cancels, replays, grants and revokes
+  reader   inspects: session show, queue, show, find, transcript, attach, viewers
+  drainer  inspects and drains (hermesq drain): reads every queued input, runs
+           the handler, writes the replies and notes to the transcript; a
+           service principal that runs drain --all needs this grant
+  writer   inspects and admits human input, and the automation input of the
+           producers named with --producer (repeatable); without --producer,
+           none; it does not drain
+  owner    also admits any automation input, drains, closes, compresses,
+           switches, resolves, cancels, replays, grants and revokes
 The default role is writer. Only the owner (or an owner grant) may grant,
-else exit 7. Draining is not restricted by roles.`,
+else exit 7.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g := backend.Grant{Principal: args[1], Role: backend.GrantRole(role), Producers: producers}
@@ -219,9 +225,9 @@ else exit 7. Draining is not restricted by roles.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&role, "role", string(backend.RoleWriter), "reader, writer or owner")
+	cmd.Flags().StringVar(&role, "role", string(backend.RoleWriter), "reader, drainer, writer or owner")
 	cmd.Flags().StringArrayVar(&producers, "producer", nil, "writer: a producer whose automation input it may admit (repeatable)")
-	_ = cmd.RegisterFlagCompletionFunc("role", fixedCompletion("reader", "writer", "owner"))
+	_ = cmd.RegisterFlagCompletionFunc("role", fixedCompletion("reader", "drainer", "writer", "owner"))
 	return cmd
 }
 
@@ -232,7 +238,7 @@ func newSessionRevokeCmd(f *Factory) *cobra.Command {
 		Long:  "Revoke removes PRINCIPAL's grant on the session (exit 3 when it has none). Only the owner (or an owner grant) may revoke, else exit 7.",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			check := func() error { return backend.ValidateToken("principal", args[1]) }
+			check := func() error { return backend.ValidateRevokedPrincipal(args[1]) }
 			return sessionRun(f, args[0], backend.ActOperate, check, func(p *printer, st backend.Store, cfg *Config) error {
 				ctx := cmd.Context()
 				if err := st.Revoke(ctx, args[0], args[1]); err != nil {

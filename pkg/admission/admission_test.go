@@ -398,7 +398,7 @@ func oneHuman(t *testing.T) (ctx context.Context, st backend.Store, svc *admissi
 // is given back, not spent.
 func TestHandlerThatCannotStart(t *testing.T) {
 	ctx, st, svc, id := oneHuman(t)
-	_, err := svc.Drain(ctx, "s1", admission.DrainOptions{Handler: &admission.Handler{Argv: []string{"/nonexistent/handler"}}})
+	_, err := svc.Drain(ctx, "s1", admission.DrainOptions{Principal: "a", Handler: &admission.Handler{Argv: []string{"/nonexistent/handler"}}})
 	if !errors.Is(err, backend.ErrInvalid) || !strings.Contains(err.Error(), "/nonexistent/handler") {
 		t.Errorf("drain: %v, want invalid naming the handler", err)
 	}
@@ -416,7 +416,7 @@ func TestHandlerThatCannotStart(t *testing.T) {
 func TestHandlerTimeoutShorterThanStart(t *testing.T) {
 	ctx, st, svc, id := oneHuman(t)
 	h := &admission.Handler{Argv: []string{"sh", "-c", "cat >/dev/null; exec sleep 60"}, Timeout: time.Nanosecond}
-	rep, err := svc.Drain(ctx, "s1", admission.DrainOptions{Handler: h})
+	rep, err := svc.Drain(ctx, "s1", admission.DrainOptions{Principal: "a", Handler: h})
 	if !errors.Is(err, backend.ErrAttention) || rep.Failed != 1 {
 		t.Errorf("drain: %v (%d failed), want attention with 1 failed turn", err, rep.Failed)
 	}
@@ -447,7 +447,7 @@ func TestReplyLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := &admission.Handler{Argv: []string{bin}, Env: []string{"HQT_BIG=" + strconv.Itoa(c.size)}}
-		_, _ = svc.Drain(ctx, "s1", admission.DrainOptions{Handler: h})
+		_, _ = svc.Drain(ctx, "s1", admission.DrainOptions{Principal: "a", Handler: h})
 		a, err := st.GetAdmission(ctx, r.Admission.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -462,5 +462,52 @@ func TestReplyLimit(t *testing.T) {
 	}
 	if len(ms) != 2 || len(ms[1].Content) != admission.MaxPayloadLimit {
 		t.Errorf("%d messages, want the 2 of the first turn with the whole reply", len(ms))
+	}
+}
+
+// Draining needs a right (issue 24, item 1): Drain of a session the
+// principal may not drain is ErrForbidden and writes nothing; DrainAll
+// drains what it may, leaves the rest out and counts it; an admin
+// (AsOwner) drains each session as its owner.
+func TestDrainRight(t *testing.T) {
+	ctx := context.Background()
+	st := newBolt(t)
+	svc := &admission.Service{Store: st}
+	for _, s := range []struct{ session, owner string }{{"a1", "alice"}, {"b1", "bob"}, {"a2", "alice"}} {
+		if _, err := svc.Admit(ctx, admission.Input{Session: s.session, Text: "input of " + s.owner, Principal: s.owner}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &admission.Handler{Argv: []string{"sh", "-c", "cat >/dev/null; echo ok"}}
+	before, _ := st.GetSession(ctx, "a1", time.Time{})
+	if _, err := svc.Drain(ctx, "a1", admission.DrainOptions{Principal: "bob", Handler: h}); !errors.Is(err, backend.ErrForbidden) {
+		t.Fatalf("bob drains alice's session: %v, want forbidden", err)
+	}
+	if after, _ := st.GetSession(ctx, "a1", time.Time{}); after.Epoch != before.Epoch || after.Queued != 1 {
+		t.Fatalf("a refused drain changed the session: epoch %d→%d, queued %d", before.Epoch, after.Epoch, after.Queued)
+	}
+
+	var leftOut atomic.Int64
+	reps, err := svc.DrainAll(ctx, admission.DrainOptions{Principal: "bob", Handler: h, LeftOut: func(n int) { leftOut.Add(int64(n)) }}, 2)
+	if err != nil || len(reps) != 1 || reps[0].Session != "b1" || reps[0].Turns != 1 {
+		t.Fatalf("drain --all as bob: %+v, %v; want b1's one turn", reps, err)
+	}
+	if leftOut.Load() != 2 {
+		t.Errorf("drain --all as bob left out %d sessions, want 2", leftOut.Load())
+	}
+
+	// Granted drainer on a1, bob drains it; a2 is still left out.
+	if err := st.Grant(ctx, "a1", backend.Grant{Principal: "bob", Role: backend.RoleDrainer}); err != nil {
+		t.Fatal(err)
+	}
+	leftOut.Store(0)
+	reps, err = svc.DrainAll(ctx, admission.DrainOptions{Principal: "bob", Handler: h, LeftOut: func(n int) { leftOut.Add(int64(n)) }}, 2)
+	if err != nil || len(reps) != 1 || reps[0].Session != "a1" || leftOut.Load() != 1 {
+		t.Fatalf("drain --all as a granted bob: %+v, %v, left out %d; want a1 drained, a2 left out", reps, err, leftOut.Load())
+	}
+	// An admin drains as each owner.
+	reps, err = svc.DrainAll(ctx, admission.DrainOptions{Principal: "root", AsOwner: true, Handler: h}, 2)
+	if err != nil || len(reps) != 1 || reps[0].Session != "a2" {
+		t.Fatalf("drain --all as an admin: %+v, %v; want a2 drained", reps, err)
 	}
 }

@@ -37,7 +37,7 @@ func BenchmarkDrainTurns(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	rep, err := svc.Drain(ctx, "t", admission.DrainOptions{Handler: &admission.Handler{Argv: []string{truePath}}, NoExecuted: true})
+	rep, err := svc.Drain(ctx, "t", admission.DrainOptions{Principal: "bench", Handler: &admission.Handler{Argv: []string{truePath}}, NoExecuted: true})
 	if err != nil {
 		b.Fatal(err)
 	}

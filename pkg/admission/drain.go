@@ -14,11 +14,12 @@ import (
 
 // drainer is one Drain call: one session, one lease.
 type drainer struct {
-	s       *Service
-	session string
-	opt     DrainOptions
-	lease   backend.Lease
-	events  <-chan string // store changes, with Follow
+	s         *Service
+	session   string
+	principal string // who drains (DrainOptions.Principal, or the owner)
+	opt       DrainOptions
+	lease     backend.Lease
+	events    <-chan string // store changes, with Follow
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed when a renewal was fenced
@@ -54,8 +55,12 @@ func (s *Service) Drain(ctx context.Context, session string, opt DrainOptions) (
 	if err != nil {
 		return rep, err
 	}
+	principal, err := s.drainPrincipal(ctx, session, opt)
+	if err != nil {
+		return rep, err
+	}
 	rep.Executed = []backend.Admission{}
-	d := &drainer{s: s, session: session, opt: opt, lost: make(chan struct{}), rep: rep}
+	d := &drainer{s: s, session: session, principal: principal, opt: opt, lost: make(chan struct{}), rep: rep}
 	if opt.Follow {
 		// Subscribe before the first look at the queue, so nothing admitted
 		// in between is missed.
@@ -112,6 +117,24 @@ func (s *Service) Drain(ctx context.Context, session string, opt DrainOptions) (
 		}
 	}
 	return d.rep, err
+}
+
+// drainPrincipal is who drains session: opt.Principal, or with
+// opt.AsOwner the session's owner. A principal that may not drain it is
+// refused here, before anything is read for the drain (the store checks
+// again when the lease is taken, and at every claim).
+func (s *Service) drainPrincipal(ctx context.Context, session string, opt DrainOptions) (string, error) {
+	sess, err := s.Store.GetSession(ctx, session, s.now())
+	if err != nil {
+		return "", fmt.Errorf("drain %s: %w", session, err)
+	}
+	if opt.AsOwner {
+		return sess.Owner, nil
+	}
+	if !backend.Permits(sess.Owner, sess.Grants, opt.Principal, backend.ActDrain, "") {
+		return "", fmt.Errorf("drain: %w", backend.Forbidden(session, opt.Principal, backend.ActDrain, ""))
+	}
+	return opt.Principal, nil
 }
 
 // joinErrors wraps every non-nil err in one error whose message stays on

@@ -13,6 +13,7 @@ import (
 
 // DrainAll drains every session with queued work, up to parallel at once, each strictly FIFO under its
 // own lease; sessions whose lease is held by another drainer are skipped (reported), not an error.
+// Sessions opt.Principal may not drain are left out (counted through opt.LeftOut), not an error.
 // With opt.Follow it keeps watching for new work (Store.Subscribe) until ctx ends.
 //
 // Each session is drained without Follow and without Wait, by as many Drain
@@ -41,14 +42,16 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 	}
 
 	var (
-		mu      sync.Mutex
-		reports []DrainReport
-		errs    []error
-		active  = map[string]bool{}
-		again   = map[string]bool{} // work arrived while the session was being drained
-		paused  = map[string]bool{} // left paused on an unknown admission; wait for a resolve
-		wg      sync.WaitGroup
-		sem     = make(chan struct{}, parallel)
+		mu           sync.Mutex
+		reports      []DrainReport
+		errs         []error
+		active       = map[string]bool{}
+		again        = map[string]bool{} // work arrived while the session was being drained
+		paused       = map[string]bool{} // left paused on an unknown admission; wait for a resolve
+		leftOut      = map[string]bool{} // with work, but opt.Principal may not drain it
+		newlyLeftOut int                 // of leftOut, not yet reported through opt.LeftOut
+		wg           sync.WaitGroup
+		sem          = make(chan struct{}, parallel)
 	)
 	start := func(id string) {
 		mu.Lock()
@@ -74,6 +77,17 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 				rep, err := s.Drain(ctx, id, one)
 				mu.Lock()
 				switch {
+				case errors.Is(err, backend.ErrForbidden):
+					// A grant revoked since the session was listed.
+					if !leftOut[id] {
+						leftOut[id] = true
+						if opt.LeftOut != nil {
+							opt.LeftOut(1)
+						}
+					}
+					if rep.count() > 0 {
+						reports = append(reports, rep)
+					}
 				case errors.Is(err, backend.ErrLeaseHeld):
 					opt.Log("drain %s: skipped: %v", id, err)
 				case ctx.Err() != nil && errors.Is(err, ctx.Err()) && rep.count() == 0:
@@ -114,16 +128,40 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 		}
 		return sess.Queued > 0 || stuck
 	}
+	// mayDrain says whether opt.Principal may drain the session; a session
+	// with work it may not is counted once as left out.
+	mayDrain := func(sess backend.Session) bool {
+		if opt.AsOwner || backend.Permits(sess.Owner, sess.Grants, opt.Principal, backend.ActDrain, "") {
+			return true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !leftOut[sess.ID] {
+			leftOut[sess.ID] = true
+			newlyLeftOut++
+		}
+		return false
+	}
+	reportLeftOut := func() {
+		mu.Lock()
+		n := newlyLeftOut
+		newlyLeftOut = 0
+		mu.Unlock()
+		if n > 0 && opt.LeftOut != nil {
+			opt.LeftOut(n)
+		}
+	}
 	scan := func() error {
 		all, err := s.Store.ListSessions(ctx, s.now())
 		if err != nil {
 			return fmt.Errorf("drain --all: list sessions: %w", err)
 		}
 		for _, sess := range all {
-			if hasWork(sess) {
+			if hasWork(sess) && mayDrain(sess) {
 				start(sess.ID)
 			}
 		}
+		reportLeftOut()
 		return nil
 	}
 
@@ -156,9 +194,10 @@ func (s *Service) DrainAll(ctx context.Context, opt DrainOptions, parallel int) 
 					}
 					continue
 				}
-				if hasWork(sess) {
+				if hasWork(sess) && mayDrain(sess) {
 					start(id)
 				}
+				reportLeftOut()
 			}
 		}
 	}

@@ -15,7 +15,7 @@ func (d *drainer) acquire(ctx context.Context) error {
 	for {
 		sent := time.Now()
 		l, err := d.s.Store.AcquireLease(ctx, backend.LeaseRequest{
-			Session: d.session, Holder: d.opt.Holder, TTL: d.opt.Lease, Now: d.s.now(),
+			Session: d.session, Holder: d.opt.Holder, Principal: d.principal, TTL: d.opt.Lease, Now: d.s.now(),
 		})
 		if err == nil {
 			d.lease = l

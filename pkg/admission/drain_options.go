@@ -26,6 +26,19 @@ const (
 
 // DrainOptions steer Drain and DrainAll.
 type DrainOptions struct {
+	// Principal is who drains: the owner of each session drained, or a
+	// principal granted drainer or owner on it (backend.Permits with
+	// backend.ActDrain); the store checks it when the lease is taken and
+	// at every claim. A session it may not drain is ErrForbidden from
+	// Drain, and left out by DrainAll.
+	Principal string
+	// AsOwner drains each session as its owner, whoever Principal is: for
+	// an admin, who may act as any principal.
+	AsOwner bool
+	// LeftOut, when set, is called by DrainAll with the number of sessions
+	// with work it left out because Principal may not drain them (once
+	// per scan that found new ones; each session counted once).
+	LeftOut   func(n int)
 	Holder    string                           // lease holder id; "" → hostname:pid:random
 	Lease     time.Duration                    // drain lease TTL; 0 → 30s; renewed every Lease/3 while working
 	Wait      bool                             // wait for a held lease instead of failing with backend.ErrLeaseHeld

@@ -117,7 +117,7 @@ func TestTargetLookupBoltLockHeld(t *testing.T) {
 	}
 	st.admID = res.Admission.ID
 
-	rep, err := svc.Drain(ctx, "s1", admission.DrainOptions{Lease: 30 * time.Second, Log: t.Logf,
+	rep, err := svc.Drain(ctx, "s1", admission.DrainOptions{Principal: "alice", Lease: 30 * time.Second, Log: t.Logf,
 		// A handler, so the first transcript read is the drain's own target
 		// lookup under its lease; a note never runs it.
 		Handler: &admission.Handler{Argv: []string{"false"}}})

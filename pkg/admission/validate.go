@@ -310,7 +310,7 @@ func (s *Service) request(in Input) (backend.AdmitRequest, error) {
 	if err := backend.ValidateID("session", in.Session); err != nil {
 		return req, err
 	}
-	if err := backend.ValidateName("principal", in.Principal); err != nil {
+	if err := backend.ValidatePrincipal(in.Principal); err != nil {
 		return req, err
 	}
 	var payload json.RawMessage

@@ -8,37 +8,30 @@ import (
 )
 
 // GrantRole is what a principal granted on a session may do (docs/contract.md §10):
-// readers inspect; writers also admit human input (and automation of the
-// producers their grant names); owners also admit any automation, close,
-// compress, switch, resolve, cancel, replay, grant and revoke.
+// readers inspect; drainers inspect and drain (run the session's queue:
+// read every queued input, run the handler, write the replies and notes to
+// the transcript); writers inspect and admit human input (and automation
+// of the producers their grant names); owners do everything the owner
+// does: admit any automation, drain, close, compress, switch, resolve,
+// cancel, replay, grant and revoke.
 type GrantRole string
 
 const (
-	RoleReader GrantRole = "reader"
-	RoleWriter GrantRole = "writer"
-	RoleOwner  GrantRole = "owner"
+	RoleReader  GrantRole = "reader"
+	RoleDrainer GrantRole = "drainer"
+	RoleWriter  GrantRole = "writer"
+	RoleOwner   GrantRole = "owner"
 )
 
-// GrantRoles lists the roles a grant may give, weakest first.
-var GrantRoles = []GrantRole{RoleReader, RoleWriter, RoleOwner}
-
-func (r GrantRole) rank() int {
-	switch r {
-	case RoleReader:
-		return 1
-	case RoleWriter:
-		return 2
-	case RoleOwner:
-		return 3
-	}
-	return 0
-}
+// GrantRoles lists the roles a grant may give, weakest first. A drainer
+// and a writer are not ordered: each may do what the other may not.
+var GrantRoles = []GrantRole{RoleReader, RoleDrainer, RoleWriter, RoleOwner}
 
 // ParseGrantRole checks a role name.
 func ParseGrantRole(s string) (GrantRole, error) {
 	r := GrantRole(s)
-	if r.rank() == 0 {
-		return "", fmt.Errorf("role %q: want reader, writer or owner: %w", s, ErrInvalid)
+	if !slices.Contains(GrantRoles, r) {
+		return "", fmt.Errorf("role %q: want reader, drainer, writer or owner: %w", s, ErrInvalid)
 	}
 	return r, nil
 }
@@ -72,7 +65,7 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 // CheckGrant checks a grant's shape: a valid principal, a role, producer
 // names (only on a writer grant), at most MaxGrantProducers of them.
 func CheckGrant(g Grant) error {
-	if err := ValidateName("principal", g.Principal); err != nil {
+	if err := ValidatePrincipal(g.Principal); err != nil {
 		return err
 	}
 	if _, err := ParseGrantRole(string(g.Role)); err != nil {
@@ -123,6 +116,10 @@ const (
 	// ActOperate closes, compresses, switches, resolves, cancels,
 	// replays, grants and revokes.
 	ActOperate Action = "operate"
+	// ActDrain runs the session's queue: takes its drain lease, claims
+	// and settles its admissions (reading every queued input, writing
+	// the handler's replies and the notes to the transcript).
+	ActDrain Action = "drain"
 )
 
 // Permits reports whether principal may do act on a session of owner and
@@ -139,15 +136,20 @@ func Permits(owner string, grants []Grant, principal string, act Action, produce
 		if g.Principal != principal {
 			continue
 		}
+		if !slices.Contains(GrantRoles, g.Role) {
+			return false
+		}
 		switch act {
 		case ActInspect:
-			return g.Role.rank() >= RoleReader.rank()
+			return true
 		case ActAdmitHuman:
-			return g.Role.rank() >= RoleWriter.rank()
+			return g.Role == RoleWriter || g.Role == RoleOwner
 		case ActAdmitAutomation:
 			return g.Role == RoleOwner || (g.Role == RoleWriter && slices.Contains(g.Producers, producer))
 		case ActOperate:
 			return g.Role == RoleOwner
+		case ActDrain:
+			return g.Role == RoleOwner || g.Role == RoleDrainer
 		}
 		return false
 	}

@@ -12,16 +12,20 @@ func TestPermits(t *testing.T) {
 		{Principal: "will", Role: RoleWriter},
 		{Principal: "wanda", Role: RoleWriter, Producers: []string{"watch"}},
 		{Principal: "otto", Role: RoleOwner},
+		{Principal: "dora", Role: RoleDrainer},
+		{Principal: "eve", Role: "bogus"},
 	}
-	type want struct{ inspect, human, watch, process, operate bool }
+	type want struct{ inspect, human, watch, process, operate, drain bool }
 	for p, w := range map[string]want{
-		"alice":   {true, true, true, true, true}, // the owner
-		"otto":    {true, true, true, true, true},
-		"wanda":   {true, true, true, false, false},
-		"will":    {true, true, false, false, false},
-		"rita":    {true, false, false, false, false},
-		"mallory": {false, false, false, false, false},
-		"":        {false, false, false, false, false},
+		"alice":   {true, true, true, true, true, true}, // the owner
+		"otto":    {true, true, true, true, true, true},
+		"dora":    {true, false, false, false, false, true},
+		"wanda":   {true, true, true, false, false, false},
+		"will":    {true, true, false, false, false, false},
+		"rita":    {true, false, false, false, false, false},
+		"eve":     {false, false, false, false, false, false}, // a role no binary gives
+		"mallory": {false, false, false, false, false, false},
+		"":        {false, false, false, false, false, false},
 	} {
 		got := want{
 			Permits("alice", grants, p, ActInspect, ""),
@@ -29,6 +33,7 @@ func TestPermits(t *testing.T) {
 			Permits("alice", grants, p, ActAdmitAutomation, "watch"),
 			Permits("alice", grants, p, ActAdmitAutomation, "process"),
 			Permits("alice", grants, p, ActOperate, ""),
+			Permits("alice", grants, p, ActDrain, ""),
 		}
 		if got != w {
 			t.Errorf("%q: got %+v, want %+v", p, got, w)

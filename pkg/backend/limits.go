@@ -1,6 +1,10 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"io"
+	"os"
+)
 
 // Limits on every input, in one place. Each has its own error naming the
 // field and the limit; `hermesq help limits` lists them.
@@ -38,6 +42,9 @@ const (
 	MaxGrants = 1000
 	// MaxGrantProducers bounds the producers one writer grant names.
 	MaxGrantProducers = 64
+	// MaxUserFile bounds a file read whole from a path a user names: the
+	// configuration file, a TLS certificate, key or CA file.
+	MaxUserFile = 1 << 20
 )
 
 // ValidateProducer checks a producer name: 1–64 bytes of [a-z0-9_-] (the
@@ -85,5 +92,31 @@ func Limits() []Limit {
 		{"process output tail kept", fmt.Sprintf("%d bytes", MaxOutputTail), "(cut to the last bytes)"},
 		{"grants of one session", fmt.Sprint(MaxGrants), "grant on session S: it has 1000 grants, the limit (exit 4)"},
 		{"producers of one writer grant", fmt.Sprint(MaxGrantProducers), "grant to P names N producers, more than 64"},
+		{"config file, TLS ca/cert/key file", fmt.Sprintf("%d bytes", MaxUserFile), "config file F is N bytes, more than the limit of 1048576"},
 	}
+}
+
+// ReadFileLimit reads the file at path whole, at most limit bytes: a
+// longer one is ErrInvalid saying what it is (what), its size when the
+// file tells it (a regular file) and the limit, and nothing past limit+1
+// bytes is read, so a device that never ends (/dev/zero) or a file far
+// too big costs no more than the limit. An error opening or reading the
+// file is returned as it is (os.ErrNotExist stays testable).
+func ReadFileLimit(what, path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, fmt.Errorf("%s %s is %d bytes, more than the limit of %d: %w", what, path, fi.Size(), limit, ErrInvalid)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s %s is larger than the limit of %d bytes: %w", what, path, limit, ErrInvalid)
+	}
+	return b, nil
 }

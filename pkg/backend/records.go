@@ -542,7 +542,7 @@ func (c *recordCheck) admission(a *Admission) error {
 		return invalid("%s: seq %d of session %s appears twice", what, a.Seq, a.Session)
 	}
 	c.seqs[key] = true
-	if err := ValidateName("principal", a.Principal); err != nil {
+	if err := ValidatePrincipal(a.Principal); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	switch a.Kind {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -81,36 +82,117 @@ func Redact(rawURL string) string {
 	return RedactURL(u)
 }
 
+// redacted replaces a credential in a message.
+const redacted = "xxxxx"
+
+// plainParams are the query parameters of store URLs whose values are not
+// secret (names, flags, file paths): they are shown as written. Every
+// other parameter's value is redacted, whatever its name (password=,
+// token=, a misspelt one): a parameter not known to be harmless may carry
+// a credential.
+var plainParams = map[string]bool{
+	"prefix": true, "cluster": true, "sentinel": true,
+	"ca": true, "cert": true, "key": true, "insecure_skip_verify": true, "server_name": true,
+}
+
 // RedactURL returns u as a string without its credentials, for messages:
 // the password of user:password@ becomes "xxxxx", and so does a lone user
 // part (user@), which a Redis URL reads as the password of the default
-// user, as redis-cli does. Every message naming a store URL goes through
-// here, so what counts as a credential is decided once.
+// user, as redis-cli does; so does the value of every query parameter
+// not known to be harmless (plainParams: ?password=S3cr3t is shown
+// ?password=xxxxx), and a fragment. Every message naming a store URL goes
+// through here, so what counts as a credential is decided once.
 func RedactURL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
-	if u.User == nil {
-		return u.String()
-	}
 	c := *u
-	if _, has := u.User.Password(); has {
-		c.User = url.UserPassword(u.User.Username(), "xxxxx")
-	} else {
-		c.User = url.User("xxxxx")
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			c.User = url.UserPassword(u.User.Username(), redacted)
+		} else {
+			c.User = url.User(redacted)
+		}
+	}
+	if u.RawQuery != "" {
+		c.RawQuery = redactQuery(u.RawQuery)
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		c.Fragment, c.RawFragment = redacted, ""
 	}
 	return c.String()
 }
 
+// redactQuery redacts the values of a raw query (RedactURL), keeping its
+// order and its keys; a key that cannot be decoded is redacted whole.
+func redactQuery(raw string) string {
+	pairs := strings.Split(raw, "&")
+	for i, p := range pairs {
+		k, _, hasValue := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		switch {
+		case err != nil:
+			pairs[i] = redacted
+		case plainParams[name]:
+		case hasValue:
+			pairs[i] = k + "=" + redacted
+		}
+	}
+	return strings.Join(pairs, "&")
+}
+
+// URLSecrets lists the credentials RedactURL hides in rawURL (the
+// password or lone user part, the values of parameters not known to be
+// harmless, the fragment), for a caller that must keep them from being
+// passed on (a handler's environment). An unparsable URL has none it can
+// name.
+func URLSecrets(rawURL string) []string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw)
+		} else {
+			out = append(out, u.User.Username())
+		}
+	}
+	for _, p := range strings.Split(u.RawQuery, "&") {
+		k, v, hasValue := strings.Cut(p, "=")
+		name, kerr := url.QueryUnescape(k)
+		if kerr == nil && (plainParams[name] || !hasValue) {
+			continue
+		}
+		if val, err := url.QueryUnescape(v); err == nil && val != "" {
+			out = append(out, val)
+		} else if p != "" {
+			out = append(out, p)
+		}
+	}
+	if u.Fragment != "" {
+		out = append(out, u.Fragment)
+	}
+	return out
+}
+
 // CheckQuery returns ErrInvalid naming the first query parameter of u that
-// is not in known.
+// is not in known, or is given more than once (prefix=a&prefix=b: which
+// one was meant cannot be told), a query that cannot be decoded, and a
+// fragment (#…), which no store reads: a URL is taken whole or refused,
+// never partly ignored.
 func CheckQuery(u *url.URL, known ...string) error {
 	allowed := map[string]bool{}
 	for _, k := range known {
 		allowed[k] = true
 	}
-	keys := make([]string, 0, len(u.Query()))
-	for k := range u.Query() {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fmt.Errorf("store url %q: the query cannot be decoded: %w", RedactURL(u), ErrInvalid)
+	}
+	keys := make([]string, 0, len(q))
+	for k := range q {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -118,6 +200,12 @@ func CheckQuery(u *url.URL, known ...string) error {
 		if !allowed[k] {
 			return fmt.Errorf("store url %q: unknown parameter %q: %w", RedactURL(u), k, ErrInvalid)
 		}
+		if len(q[k]) > 1 {
+			return fmt.Errorf("store url %q: parameter %q is given %d times: %w", RedactURL(u), k, len(q[k]), ErrInvalid)
+		}
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return fmt.Errorf("store url %q: a fragment (#…) is not part of a store url: %w", RedactURL(u), ErrInvalid)
 	}
 	return nil
 }

@@ -104,7 +104,10 @@ type Store interface {
 	// AcquireLease takes the session's drain lease for holder: epoch+1,
 	// expiry now+TTL (a TTL of 0 or less: DefaultLeaseTTL), and every
 	// admission left running moves to unknown (Lease.Recovered).
-	// ErrLeaseHeld while another holder's lease is live.
+	// ErrLeaseHeld while another holder's lease is live. req.Principal
+	// is who drains: it must be allowed to by Permits with ActDrain, in
+	// the same step (ErrForbidden, nothing written); the store keeps it
+	// with the lease as the session's drain principal.
 	AcquireLease(ctx context.Context, req LeaseRequest) (Lease, error)
 
 	// RenewLease extends the lease of (holder, epoch) to now+TTL (TTL as
@@ -124,6 +127,12 @@ type Store interface {
 	// session's current epoch; ErrBusy when an admission of the session is
 	// running or unknown; ErrNotHead when the head is another admission (or
 	// none); ErrNotFound when the session has no such admission.
+	// ErrForbidden when the drain principal of the lease (AcquireLease)
+	// is no longer allowed to drain the session (Permits with ActDrain,
+	// read in the same step: a grant revoked since the lease was taken is
+	// seen by the next claim). The same check is made, in the same step,
+	// by every write that claims: Settle with Direct, SettleRun and the
+	// claim of SettleClaim.
 	Claim(ctx context.Context, req ClaimRequest) (Admission, error)
 
 	// Settle ends an admission: status done with req.Outcome, appending
@@ -414,9 +423,12 @@ type AdmissionFilter struct {
 type LeaseRequest struct {
 	Session string
 	Holder  string
-	Epoch   uint64 // renew and release: the epoch held
-	TTL     time.Duration
-	Now     time.Time
+	// Principal is who drains (AcquireLease only): the owner, or a
+	// principal granted drainer or owner (Permits with ActDrain).
+	Principal string
+	Epoch     uint64 // renew and release: the epoch held
+	TTL       time.Duration
+	Now       time.Time
 }
 
 // ClaimRequest claims the FIFO head.

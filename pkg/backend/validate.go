@@ -134,6 +134,28 @@ func ValidateName(what, s string) error {
 	return checkChars(what, s, true)
 }
 
+// ValidatePrincipal is the one check of a principal name, wherever one
+// is given a right or acts (--principal, a session's owner, an admission's
+// principal, session grant, admin grant, import): ValidateName, so no
+// control or bidirectional formatting character ever reaches a store, and
+// every command refuses the same names.
+func ValidatePrincipal(s string) error { return ValidateName("principal", s) }
+
+// ValidateRevokedPrincipal checks the principal of a revoke (session
+// revoke, admin revoke): any name a store may hold, ValidatePrincipal's or
+// not, so a name written before that check existed can still be removed.
+func ValidateRevokedPrincipal(s string) error { return ValidateToken("principal", s) }
+
+// CheckSetAdmin checks the principal of Store.SetAdmin: a grant names a
+// valid principal (ValidatePrincipal), a revoke any name a store may hold
+// (ValidateRevokedPrincipal).
+func CheckSetAdmin(principal string, admin bool) error {
+	if admin {
+		return ValidatePrincipal(principal)
+	}
+	return ValidateRevokedPrincipal(principal)
+}
+
 // ValidateAdmissionID checks an admission id as admit creates them: 32
 // lower-case hex digits (128 bits, NewAdmissionID).
 func ValidateAdmissionID(id string) error {
@@ -159,7 +181,7 @@ func CheckAdmitRequest(r AdmitRequest) error {
 	if err := ValidateID("session", r.Session); err != nil {
 		return err
 	}
-	if err := ValidateName("principal", r.Principal); err != nil {
+	if err := ValidatePrincipal(r.Principal); err != nil {
 		return err
 	}
 	if len(r.Payload) == 0 {

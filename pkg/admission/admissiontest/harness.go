@@ -125,7 +125,7 @@ func (h *harness) handler(env ...string) *admission.Handler {
 }
 
 func (h *harness) opts() admission.DrainOptions {
-	return admission.DrainOptions{Handler: h.handler(), Lease: 30 * time.Second}
+	return admission.DrainOptions{Principal: owner, Handler: h.handler(), Lease: 30 * time.Second}
 }
 
 // drain drains the session with a recording handler; it fails the test on
@@ -289,7 +289,7 @@ func (h *harness) eventually(what string, cond func() bool) {
 // settled. The next drainer's new epoch finds it and marks it unknown.
 func (h *harness) makeUnknown(session, id string) {
 	h.t.Helper()
-	l, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{
+	l, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Principal: owner,
 		Session: session, Holder: "vanished", TTL: time.Second, Now: time.Now().Add(-time.Hour),
 	})
 	if err != nil {

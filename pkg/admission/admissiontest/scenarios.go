@@ -436,7 +436,7 @@ func queuedWorkSurvivesNewDrainer(t *testing.T, h *harness) {
 	h.offer("s1", "process", []string{process.id("proc_restart")}, process.text("proc_restart"), "")
 	before := h.admissions("s1", backend.AdmissionFilter{})
 	// A drainer starts (new epoch) and dies before taking anything.
-	l, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Session: "s1", Holder: "died", TTL: time.Second, Now: time.Now().Add(-time.Hour)})
+	l, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Principal: owner, Session: "s1", Holder: "died", TTL: time.Second, Now: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +479,7 @@ func executedTurnStaysATurn(t *testing.T, h *harness) {
 		if err := h.store.RemoveViewer(h.ctx, session, v.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Session: session, Holder: "restarted", TTL: time.Second, Now: time.Now().Add(-time.Hour)}); err != nil {
+		if _, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Principal: owner, Session: session, Holder: "restarted", TTL: time.Second, Now: time.Now().Add(-time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		again := h.offer(session, p.name, []string{p.id(name)}, p.text(name), "")
@@ -513,7 +513,7 @@ func fencingRace(t *testing.T, h *harness) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		opt := admission.DrainOptions{Holder: "drainer-a", Lease: 30 * time.Second, Handler: h.handler("HQT_WAIT=" + release)}
+		opt := admission.DrainOptions{Principal: owner, Holder: "drainer-a", Lease: 30 * time.Second, Handler: h.handler("HQT_WAIT=" + release)}
 		rep, err := h.svc.Drain(h.ctx, "s1", opt)
 		done <- result{rep, err}
 	}()
@@ -523,7 +523,7 @@ func fencingRace(t *testing.T, h *harness) {
 	// B's clock is past A's lease expiry.
 	late := &admission.Service{Store: h.store, Now: func() time.Time { return time.Now().Add(time.Hour) }}
 	repB, err := late.Drain(h.ctx, "s1", admission.DrainOptions{
-		Holder: "drainer-b", Lease: 30 * time.Second, Handler: h.handler(), OnUnknown: admission.OnUnknownInterrupt,
+		Principal: owner, Holder: "drainer-b", Lease: 30 * time.Second, Handler: h.handler(), OnUnknown: admission.OnUnknownInterrupt,
 	})
 	if err != nil {
 		t.Fatalf("drainer B: %v", err)
@@ -646,7 +646,7 @@ func maxBound(t *testing.T, h *harness) {
 func noHandler(t *testing.T, h *harness) {
 	first := h.human("s0", "FIRST")
 	before := h.session("s0")
-	if _, err := h.svc.Drain(h.ctx, "s0", admission.DrainOptions{}); !errors.Is(err, admission.ErrNoHandler) {
+	if _, err := h.svc.Drain(h.ctx, "s0", admission.DrainOptions{Principal: owner}); !errors.Is(err, admission.ErrNoHandler) {
 		t.Fatalf("drain: %v, want no handler", err)
 	}
 	if after := h.session("s0"); after.Epoch != before.Epoch || after.Generation != before.Generation || after.LeaseHolder != before.LeaseHolder {
@@ -658,7 +658,7 @@ func noHandler(t *testing.T, h *harness) {
 	h.openSession("s1")
 	c := h.offer("s1", "process", []string{process.id("proc_nh")}, process.text("proc_nh"), "")
 	u := h.human("s1", "NEEDS-A-HANDLER")
-	rep, err := h.svc.Drain(h.ctx, "s1", admission.DrainOptions{})
+	rep, err := h.svc.Drain(h.ctx, "s1", admission.DrainOptions{Principal: owner})
 	if !errors.Is(err, admission.ErrNoHandler) || !errors.Is(err, backend.ErrInvalid) {
 		t.Fatalf("drain: %v, want no handler", err)
 	}
@@ -819,7 +819,7 @@ func leaseRenewed(t *testing.T, h *harness) {
 // A live lease held by another drainer: ErrLeaseHeld at once, nothing run.
 func leaseHeld(t *testing.T, h *harness) {
 	u := h.human("s1", "HELD")
-	if _, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Session: "s1", Holder: "other", TTL: time.Hour, Now: time.Now()}); err != nil {
+	if _, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Principal: owner, Session: "s1", Holder: "other", TTL: time.Hour, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := h.svc.Drain(h.ctx, "s1", h.opts())
@@ -880,7 +880,7 @@ func drainAll(t *testing.T, h *harness) {
 		h.human(s, "IN-"+s)
 	}
 	h.openSession("idle")
-	if _, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Session: "held", Holder: "other", TTL: time.Hour, Now: time.Now()}); err != nil {
+	if _, err := h.store.AcquireLease(h.ctx, backend.LeaseRequest{Principal: owner, Session: "held", Holder: "other", TTL: time.Hour, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	reports, err := h.svc.DrainAll(h.ctx, h.opts(), 2)

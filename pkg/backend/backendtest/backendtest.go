@@ -59,6 +59,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, settleTests...)
 	all = append(all, settleRunTests...)
 	all = append(all, settleClaimTests...)
+	all = append(all, drainRightTests...)
 	all = append(all, lineageTests...)
 	all = append(all, exportTests...)
 	all = append(all, importTests...)
@@ -208,7 +209,7 @@ func auto(t *testing.T, s backend.Store, session, text string, idents ...string)
 
 func acquire(t *testing.T, s backend.Store, session, holder string, now time.Time) backend.Lease {
 	t.Helper()
-	l, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: session, Holder: holder, TTL: 30 * time.Second, Now: now})
+	l, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: session, Holder: holder, TTL: 30 * time.Second, Now: now})
 	noErr(t, "acquire lease of "+session+" for "+holder, err)
 	return l
 }

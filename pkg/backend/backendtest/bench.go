@@ -69,7 +69,7 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) backend.Store) {
 				b.Fatal(err)
 			}
 		}
-		l, err := s.AcquireLease(ctx, backend.LeaseRequest{Session: "bench", Holder: "bench"})
+		l, err := s.AcquireLease(ctx, backend.LeaseRequest{Principal: Owner, Session: "bench", Holder: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -167,7 +167,7 @@ func testRaceLease(t *testing.T, s backend.Store) {
 	leases := make([]backend.Lease, Racers)
 	errs := make([]error, Racers)
 	race(func(i int) {
-		leases[i], errs[i] = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: fmt.Sprint("drainer-", i), TTL: time.Minute, Now: T0})
+		leases[i], errs[i] = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: fmt.Sprint("drainer-", i), TTL: time.Minute, Now: T0})
 	})
 	winners := 0
 	for i, err := range errs {

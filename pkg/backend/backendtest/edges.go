@@ -108,12 +108,12 @@ func testRemoveViewerUnknown(t *testing.T, s backend.Store) {
 // already expired lease.
 func testDefaultTTLs(t *testing.T, s backend.Store) {
 	openSession(t, s, "s1")
-	l, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Now: T0})
+	l, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "A", Now: T0})
 	noErr(t, "acquire with ttl 0", err)
 	if !l.ExpiresAt.Equal(at(backend.DefaultLeaseTTL)) {
 		t.Errorf("lease of ttl 0 expires %v, want %v", l.ExpiresAt, at(backend.DefaultLeaseTTL))
 	}
-	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: time.Second, Now: at(time.Second)})
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "B", TTL: time.Second, Now: at(time.Second)})
 	wantErr(t, "acquire a lease taken with ttl 0", err, backend.ErrLeaseHeld)
 	r, err := s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch, Now: at(time.Minute)})
 	noErr(t, "renew with ttl 0", err)

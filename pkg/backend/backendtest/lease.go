@@ -25,7 +25,7 @@ func testLeaseAcquire(t *testing.T, s backend.Store) {
 	if sess.Epoch != l.Epoch || sess.LeaseHolder != "A" || !sess.LeaseLive(at(29*time.Second)) || sess.LeaseLive(at(31*time.Second)) {
 		t.Errorf("session after acquire: epoch %d holder %q expires %v", sess.Epoch, sess.LeaseHolder, sess.LeaseExpiresAt)
 	}
-	_, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: 30 * time.Second, Now: at(29 * time.Second)})
+	_, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "B", TTL: 30 * time.Second, Now: at(29 * time.Second)})
 	wantErr(t, "acquire a live lease", err, backend.ErrLeaseHeld)
 	wantErr(t, "acquire a live lease", err, backend.ErrFenced)
 	if e := getSession(t, s, "s1").Epoch; e != l.Epoch {
@@ -35,7 +35,7 @@ func testLeaseAcquire(t *testing.T, s backend.Store) {
 	if l2.Epoch != l.Epoch+1 || l2.Holder != "B" {
 		t.Errorf("takeover after expiry: epoch %d holder %q, want %d B", l2.Epoch, l2.Holder, l.Epoch+1)
 	}
-	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "ghost", Holder: "A", TTL: time.Second, Now: T0})
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "ghost", Holder: "A", TTL: time.Second, Now: T0})
 	wantErr(t, "acquire lease of unknown session", err, backend.ErrNotFound)
 }
 
@@ -73,7 +73,7 @@ func testLeaseRenewRelease(t *testing.T, s backend.Store) {
 	if r.Epoch != l.Epoch || !r.ExpiresAt.Equal(at(80*time.Second)) {
 		t.Errorf("renewed lease: epoch %d expires %v, want %d %v", r.Epoch, r.ExpiresAt, l.Epoch, at(80*time.Second))
 	}
-	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: time.Minute, Now: at(60 * time.Second)})
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "B", TTL: time.Minute, Now: at(60 * time.Second)})
 	wantErr(t, "acquire a renewed lease", err, backend.ErrLeaseHeld)
 	// A renewal that reaches the store late (sent before the one above)
 	// never shortens the lease: its holder counts on the later expiry.
@@ -85,7 +85,7 @@ func testLeaseRenewRelease(t *testing.T, s backend.Store) {
 	if exp := getSession(t, s, "s1").LeaseExpiresAt; !exp.Equal(at(80 * time.Second)) {
 		t.Errorf("a late renewal: the session's lease expires %v, want %v", exp, at(80*time.Second))
 	}
-	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: time.Minute, Now: at(75 * time.Second)})
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "B", TTL: time.Minute, Now: at(75 * time.Second)})
 	wantErr(t, "acquire a lease a late renewal reached", err, backend.ErrLeaseHeld)
 	_, err = s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch + 1, TTL: time.Minute, Now: at(20 * time.Second)})
 	wantErr(t, "renew with a wrong epoch", err, backend.ErrFenced)

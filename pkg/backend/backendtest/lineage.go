@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,14 @@ func testCompress(t *testing.T, s backend.Store) {
 	wantErr(t, "compress into an existing transcript", err, backend.ErrConflict)
 	_, err = s.Compress(ctxOf(t), "s1", "s1.2", at(3*time.Minute))
 	wantErr(t, "compress into an existing transcript of the lineage", err, backend.ErrConflict)
+	if err == nil || !strings.Contains(err.Error(), "transcript s1.2") {
+		t.Errorf("compress into an existing transcript: %v, want the error to name transcript s1.2", err)
+	}
+	_, err = s.Compress(ctxOf(t), "s1", "s1.3", at(3*time.Minute))
+	wantErr(t, "compress into the current transcript", err, backend.ErrConflict)
+	if err == nil || !strings.Contains(err.Error(), "transcript s1.3") {
+		t.Errorf("compress into the current transcript: %v, want the error to name transcript s1.3", err)
+	}
 	if cur := getSession(t, s, "s1").CurrentTranscript; cur != "s1.3" {
 		t.Errorf("refused compress moved the session to %q", cur)
 	}

@@ -196,7 +196,7 @@ func containsStr(xs []string, x string) bool {
 // a failure, or leaves it running.
 func runHead(t *testing.T, s backend.Store, r *rand.Rand, sid string, now time.Time, check func(string, error)) {
 	t.Helper()
-	l, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: sid, Holder: fmt.Sprint("h", r.IntN(1000)), TTL: time.Second, Now: now})
+	l, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: sid, Holder: fmt.Sprint("h", r.IntN(1000)), TTL: time.Second, Now: now})
 	check("acquire", err)
 	if err != nil {
 		return

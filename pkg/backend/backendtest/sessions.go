@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -198,6 +199,14 @@ func testAdmins(t *testing.T, s backend.Store) {
 	noErr(t, "revoke admin zed", s.SetAdmin(ctxOf(t), "zed", false))
 	wantErr(t, "revoke admin zed again", s.SetAdmin(ctxOf(t), "zed", false), backend.ErrNotFound)
 	wantErr(t, "set admin of an empty principal", s.SetAdmin(ctxOf(t), "", true), backend.ErrInvalid)
+	// One principal check (backend.ValidatePrincipal), as session grant
+	// applies: no control or bidirectional formatting character.
+	for _, bad := range []string{"\x1b]0;pwned\a\x1b[2J", "bob\nmallory", "bo\u202eb", " "} {
+		wantErr(t, fmt.Sprintf("set admin %q", bad), s.SetAdmin(ctxOf(t), bad, true), backend.ErrInvalid)
+		wantErr(t, fmt.Sprintf("grant to %q", bad), s.Grant(ctxOf(t), "nosuch", backend.Grant{Principal: bad, Role: backend.RoleReader}), backend.ErrInvalid)
+		// Revoking one that no store could hold before is not found, not invalid.
+		wantErr(t, fmt.Sprintf("revoke admin %q", bad), s.SetAdmin(ctxOf(t), bad, false), backend.ErrNotFound)
+	}
 	got, err = s.Admins(ctxOf(t))
 	noErr(t, "admins", err)
 	diff(t, "admins after revoke", []string{"bob"}, got)

@@ -190,13 +190,13 @@ func testFencingRace(t *testing.T, s backend.Store) {
 	openSession(t, s, "s1")
 	a := human(t, s, "s1", "question")
 	b := human(t, s, "s1", "next")
-	la, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", TTL: 10 * time.Second, Now: T0})
+	la, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "A", TTL: 10 * time.Second, Now: T0})
 	noErr(t, "A acquires", err)
 	ca := claim(t, s, la, a.ID, at(time.Second))
 
-	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: 10 * time.Second, Now: at(5 * time.Second)})
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "B", TTL: 10 * time.Second, Now: at(5 * time.Second)})
 	wantErr(t, "B while A's lease is live", err, backend.ErrLeaseHeld)
-	lb, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "B", TTL: 10 * time.Second, Now: at(11 * time.Second)})
+	lb, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "B", TTL: 10 * time.Second, Now: at(11 * time.Second)})
 	noErr(t, "B after A's lease expired", err)
 	if lb.Epoch != la.Epoch+1 {
 		t.Fatalf("B's epoch %d, want %d", lb.Epoch, la.Epoch+1)

@@ -42,7 +42,7 @@ func OSUser() string {
 
 // SetAdmin adds principal to, or removes it from, the admins of meta/.
 func (s *Store) SetAdmin(ctx context.Context, principal string, admin bool) error {
-	if err := backend.ValidateToken("principal", principal); err != nil {
+	if err := backend.CheckSetAdmin(principal, admin); err != nil {
 		return fmt.Errorf("bbolt: set admin: %w", err)
 	}
 	return s.update(ctx, func(t *txn) error {

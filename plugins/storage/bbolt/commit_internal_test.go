@@ -72,7 +72,7 @@ func TestSettleClaimOneCommit(t *testing.T) {
 		}
 		ids = append(ids, res[0].Admission.ID)
 	}
-	l, err := s.AcquireLease(ctx, backend.LeaseRequest{Session: "s1", Holder: "A"})
+	l, err := s.AcquireLease(ctx, backend.LeaseRequest{Principal: "alice", Session: "s1", Holder: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}

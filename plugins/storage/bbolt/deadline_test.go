@@ -53,7 +53,7 @@ func TestDeadlineBoundsEveryCall(t *testing.T) {
 			return err
 		},
 		"acquire lease": func(ctx context.Context) error {
-			_, err := s.AcquireLease(ctx, backend.LeaseRequest{Session: "s1", Holder: "h"})
+			_, err := s.AcquireLease(ctx, backend.LeaseRequest{Principal: "alice", Session: "s1", Holder: "h"})
 			return err
 		},
 		"renew lease": func(ctx context.Context) error {

@@ -115,12 +115,16 @@ func (s *Store) AcquireLease(ctx context.Context, req backend.LeaseRequest) (bac
 	now := nowOr(req.Now)
 	var out backend.Lease
 	err := s.updateSession(ctx, req.Session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
+		if !rec.permits(req.Principal, backend.ActDrain, "") {
+			return fmt.Errorf("bbolt: acquire lease: %w", backend.Forbidden(req.Session, req.Principal, backend.ActDrain, ""))
+		}
 		if rec.LeaseHolder != "" && rec.LeaseHolder != req.Holder && now.Before(rec.LeaseExpiresAt) {
 			return fmt.Errorf("bbolt: acquire lease of session %s: held by %s until %s: %w",
 				req.Session, rec.LeaseHolder, rec.LeaseExpiresAt.Format(time.RFC3339), backend.ErrLeaseHeld)
 		}
 		rec.Epoch++
 		rec.LeaseHolder, rec.LeaseExpiresAt = req.Holder, now.Add(ttlOr(req.TTL, backend.DefaultLeaseTTL))
+		rec.LeasePrincipal = req.Principal
 		out = backend.Lease{Session: req.Session, Holder: req.Holder, Epoch: rec.Epoch, ExpiresAt: rec.LeaseExpiresAt}
 		var running []uint64
 		_ = sb.Bucket(subActive).ForEach(func(k, _ []byte) error {
@@ -178,10 +182,14 @@ func (s *Store) ReleaseLease(ctx context.Context, req backend.LeaseRequest) erro
 }
 
 // checkHead verifies that id may start now under epoch: the epoch is
-// current, nothing runs, and id is the FIFO head.
+// current, the lease's principal may still drain the session, nothing
+// runs, and id is the FIFO head.
 func (t *txn) checkHead(op string, sb *bolt.Bucket, rec *sessionRec, id string, epoch uint64) (*admRec, error) {
 	if epoch != rec.Epoch {
 		return nil, fmt.Errorf("bbolt: %s %s: epoch %d, session %s is at epoch %d: %w", op, id, epoch, rec.ID, rec.Epoch, backend.ErrFenced)
+	}
+	if !rec.permits(rec.LeasePrincipal, backend.ActDrain, "") {
+		return nil, fmt.Errorf("bbolt: %s %s: %w", op, id, backend.Forbidden(rec.ID, rec.LeasePrincipal, backend.ActDrain, ""))
 	}
 	if rec.Running+rec.Unknown > 0 {
 		return nil, fmt.Errorf("bbolt: %s %s: session %s has %d running, %d unknown: %w", op, id, rec.ID, rec.Running, rec.Unknown, backend.ErrBusy)

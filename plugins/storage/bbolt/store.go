@@ -10,6 +10,7 @@ package bbolt
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -103,6 +105,9 @@ func Opener(ctx context.Context, u *url.URL, opts backend.Options) (backend.Stor
 	}
 	if u.Host != "" || u.Opaque != "" || u.User != nil {
 		return nil, fmt.Errorf("bbolt: store url %q: want bbolt:///absolute/path.db: %w", backend.RedactURL(u), backend.ErrInvalid)
+	}
+	if strings.ContainsRune(u.Path, 0) {
+		return nil, fmt.Errorf("bbolt: store url %q: the path holds a NUL byte: %w", backend.RedactURL(u), backend.ErrInvalid)
 	}
 	if !filepath.IsAbs(u.Path) {
 		return nil, fmt.Errorf("bbolt: store url %q: path is not absolute: %w", backend.RedactURL(u), backend.ErrInvalid)
@@ -275,12 +280,25 @@ func (s *Store) openFile(ctx context.Context) (*bolt.DB, *fileLock, error) {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("bbolt: open %s: %v: %w", s.path, err, backend.ErrInternal)
 	}
-	if fi, err := os.Stat(s.path); err == nil && fi.IsDir() {
+	// Everything that can be told of the file without its lock is
+	// checked before the lock is taken, so a path that is no store leaves
+	// no "<path>.lock" beside it.
+	fi, err := os.Stat(s.path)
+	switch {
+	case err == nil && fi.IsDir():
 		return nil, nil, fmt.Errorf("bbolt: open %s: is a directory: %w", s.path, backend.ErrInternal)
-	} else if err == nil && fi.Size() == 0 {
+	case err == nil && fi.Size() == 0:
 		// An existing empty file is a truncated store, never a new one:
 		// bbolt would silently write a fresh, empty store over it.
 		return nil, nil, corrupt("open", s.path, "the file is empty")
+	case err == nil:
+		if err := looksLikeBolt(s.path); err != nil {
+			return nil, nil, corrupt("open", s.path, err)
+		}
+	case errors.Is(err, syscall.ELOOP):
+		return nil, nil, fmt.Errorf("bbolt: open %s: a loop of symbolic links: %w", s.path, backend.ErrInvalid)
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, nil, fmt.Errorf("bbolt: open %s: %v: %w", s.path, err, backend.ErrInternal)
 	}
 	lock, err := lockFile(ctx, s.path+".lock", deadline)
 	if err != nil {
@@ -292,6 +310,32 @@ func (s *Store) openFile(ctx context.Context) (*bolt.DB, *fileLock, error) {
 		return nil, nil, err
 	}
 	return db, lock, nil
+}
+
+// boltMagic is the magic number of a bbolt meta page (bbolt's
+// common.Magic), at metaMagicAt of each of the file's first two pages.
+const (
+	boltMagic   = 0xED0CDAED
+	metaMagicAt = 16 // after the page header: id, flags, count, overflow
+)
+
+// looksLikeBolt reports, reading the file without its lock, whether it
+// starts as a bbolt file does: the magic number in the meta page at its
+// start, or in the second meta page (one page size in) when the first was
+// torn. Only the meta pages' magic is read, which no commit changes.
+func looksLikeBolt(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var b [4]byte
+	for _, at := range []int64{metaMagicAt, int64(os.Getpagesize()) + metaMagicAt, 4096 + metaMagicAt} {
+		if _, err := f.ReadAt(b[:], at); err == nil && binary.NativeEndian.Uint32(b[:]) == boltMagic {
+			return nil
+		}
+	}
+	return errors.New("not a bbolt file: no meta page")
 }
 
 // ErrCorrupt is the error of a store file that is corrupt or truncated. It

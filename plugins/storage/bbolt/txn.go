@@ -75,9 +75,12 @@ type sessionRec struct {
 	backend.SessionRecord
 	LeaseHolder    string    `json:"lease_holder,omitempty"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
-	Queued         int       `json:"queued"`
-	Running        int       `json:"running"`
-	Unknown        int       `json:"unknown"`
+	// LeasePrincipal is who took the lease (AcquireLease): every claim
+	// checks that it may still drain the session.
+	LeasePrincipal string `json:"lease_principal,omitempty"`
+	Queued         int    `json:"queued"`
+	Running        int    `json:"running"`
+	Unknown        int    `json:"unknown"`
 }
 
 // admRec is the stored form of an admission. The payload is kept as a

@@ -50,7 +50,7 @@ func isNoPerm(err error) bool {
 
 // SetAdmin adds principal to, or removes it from, the admins set.
 func (s *Store) SetAdmin(ctx context.Context, principal string, admin bool) error {
-	if err := backend.ValidateToken("principal", principal); err != nil {
+	if err := backend.CheckSetAdmin(principal, admin); err != nil {
 		return err
 	}
 	if admin {

@@ -600,7 +600,7 @@ func (s *Store) claimCall(req backend.ClaimRequest) ([]string, []any) {
 	sid := req.Session
 	return []string{
 			s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid), s.k.unknown(sid),
-			s.k.payloads(sid), s.k.identityLists(sid),
+			s.k.payloads(sid), s.k.identityLists(sid), s.k.grants(sid),
 		}, []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, string(req.Mode), req.DeliveredTo,
 			nsOf(nowOr(req.Now))}
 }
@@ -645,7 +645,7 @@ func (s *Store) settleCall(req backend.SettleRequest) (keys []string, args []any
 	sid := req.Session
 	now := nowOr(req.Now)
 	keys = []string{s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
-		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid)}
+		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid), s.k.grants(sid)}
 	args = []any{s.k.changes(), sid, req.AdmissionID, req.Epoch, req.Generation,
 		map[bool]string{true: "1", false: "0"}[req.Direct], string(req.Outcome), string(req.Mode),
 		req.DeliveredTo, req.Error, nsOf(now), req.ExpectCurrent}
@@ -694,7 +694,8 @@ func (s *Store) SettleRun(ctx context.Context, reqs []backend.SettleRequest) ([]
 	}
 	sid := reqs[0].Session
 	keys := []string{s.k.session(sid), s.k.admissions(sid), s.k.queued(sid), s.k.running(sid),
-		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid), s.k.viewers(sid)}
+		s.k.unknown(sid), s.k.transcripts(sid), s.k.payloads(sid), s.k.identityLists(sid), s.k.viewers(sid),
+		s.k.grants(sid)}
 	listAt := map[string]int{} // transcript → its messages list's index in KEYS (1-based)
 	args := make([]any, 0, 4+len(reqs)*14)
 	args = append(args, s.k.changes(), sid, strconv.FormatInt(time.Now().UnixMilli(), 10), len(reqs))

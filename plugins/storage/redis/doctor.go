@@ -41,7 +41,7 @@ func (s *Store) Doctor(ctx context.Context) ([]backend.Finding, error) {
 	add("server", backend.FindingOK, "redis "+version+" at "+s.desc, "")
 	add("schema version", backend.FindingOK, "keys under the prefix "+s.k.prefix+" (the Redis layout has no stored version)", "")
 
-	keys, err := s.scan(ctx, s.k.prefix+":*")
+	keys, err := s.scan(ctx, s.k.all())
 	if err != nil {
 		return out, s.wrap("doctor: scan", err)
 	}

@@ -27,7 +27,7 @@ func TestDeadlineBoundsAStalledCall(t *testing.T) {
 	if _, _, err := s.OpenSession(bg, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.AcquireLease(bg, backend.LeaseRequest{Session: "s1", Holder: "h", TTL: time.Minute})
+	l, err := s.AcquireLease(bg, backend.LeaseRequest{Principal: "alice", Session: "s1", Holder: "h", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

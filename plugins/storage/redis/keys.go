@@ -1,5 +1,7 @@
 package redis
 
+import "strings"
+
 // Every Redis key of the store is built here, one function per key. The keys
 // of a session share the hash tag {<session>}, so every script runs on one
 // Cluster slot. The global lookups (admission id, transcript id, identity →
@@ -59,6 +61,27 @@ func (k keys) viewerExpiry(s string) string { return k.tag(s) + "viewer_expiry" 
 // read outside the session scripts: the admin right is checked when the
 // principal is resolved, not in a session's write).
 func (k keys) admins() string { return k.prefix + ":admins" }
+
+// all is the SCAN/KEYS pattern of every key of the store: the prefix
+// escaped (globEscape), so a prefix such as "h*" matches itself only,
+// never another prefix's keys.
+func (k keys) all() string { return globEscape(k.prefix) + ":*" }
+
+// globEscape escapes the characters Redis glob patterns (SCAN MATCH, KEYS)
+// give a meaning: * ? [ ] and the backslash itself.
+func globEscape(s string) string {
+	if !strings.ContainsAny(s, `*?[]\`) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // changes: the pub/sub channel scripts publish a changed session's id on.
 func (k keys) changes() string { return k.prefix + ":changes" }

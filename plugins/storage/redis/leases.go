@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -19,10 +20,13 @@ func (s *Store) AcquireLease(ctx context.Context, req backend.LeaseRequest) (bac
 	now := nowOr(req.Now)
 	exp := now.Add(ttlOr(req.TTL, backend.DefaultLeaseTTL))
 	r, err := s.eval(ctx, scriptAcquireLease, []string{
-		s.k.session(sid), s.k.admissions(sid), s.k.running(sid), s.k.unknown(sid),
-	}, s.k.changes(), sid, req.Holder, nsOf(exp), nsOf(now))
+		s.k.session(sid), s.k.admissions(sid), s.k.running(sid), s.k.unknown(sid), s.k.grants(sid),
+	}, s.k.changes(), sid, req.Holder, nsOf(exp), nsOf(now), req.Principal)
 	if err != nil {
 		return backend.Lease{}, s.wrap("acquire lease of "+sid, err)
+	}
+	if status(r) == "forbidden" {
+		return backend.Lease{}, fmt.Errorf("redis: acquire lease: %w", backend.Forbidden(sid, req.Principal, backend.ActDrain, ""))
 	}
 	if err := s.scriptErr(r, "acquire lease of", "session "+sid); err != nil {
 		return backend.Lease{}, err

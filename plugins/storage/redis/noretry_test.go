@@ -143,7 +143,7 @@ func TestScriptNotResent(t *testing.T) {
 	// Settle is not re-sent either: a settle whose reply was lost wrote its
 	// messages once. (The first settle caches the script: a NOSCRIPT reply
 	// means nothing ran.)
-	l, err := s.AcquireLease(ctx, backend.LeaseRequest{Session: "s1", Holder: "h", TTL: time.Minute})
+	l, err := s.AcquireLease(ctx, backend.LeaseRequest{Principal: "alice", Session: "s1", Holder: "h", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

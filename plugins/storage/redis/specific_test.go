@@ -46,6 +46,10 @@ func TestParseURL(t *testing.T) {
 		{"redis://h1:1/?cluster=1", []string{"h1:1"}, 0, "hermesq", true, "", false},
 		{"redis://s1:26379,s2:26379/2?sentinel=mymaster", []string{"s1:26379", "s2:26379"}, 2, "hermesq", false, "mymaster", false},
 		{"rediss://h:6380/0?insecure_skip_verify=true&server_name=redis.example", []string{"h:6380"}, 0, "hermesq", false, "", true},
+		// IPv6: with a port, and without (the default port).
+		{"redis://[::1]:7000/0", []string{"[::1]:7000"}, 0, "hermesq", false, "", false},
+		{"redis://[::1]/0", []string{"[::1]:6379"}, 0, "hermesq", false, "", false},
+		{"redis://[fe80::1%25eth0]/1", []string{"[fe80::1%eth0]:6379"}, 1, "hermesq", false, "", false},
 	}
 	for _, g := range good {
 		u, _ := url.Parse(g.url)
@@ -72,6 +76,12 @@ func TestParseURL(t *testing.T) {
 		"rediss://h1:1/0?ca=/does/not/exist.pem",
 		"redis://h1:99999/0",
 		"redis:///0",
+		// Issue 24, item 13: nothing of a URL is silently ignored.
+		"redis://h1:1/0?prefix=a&prefix=b",
+		"redis://h1:1/0?prefix=a#frag",
+		"redis://h1:1/0?x=%zz",
+		"redis://h1:1,h1:1/0",
+		"redis://h1,h1:6379/0",
 	}
 	for _, b := range bad {
 		u, _ := url.Parse(b)
@@ -320,7 +330,7 @@ func TestKeysShareSlot(t *testing.T) {
 		if err != nil || res[0].Err != nil || res[1].Err != nil {
 			t.Fatalf("admit: %v %+v", err, res)
 		}
-		l, err := s.AcquireLease(ctx, backend.LeaseRequest{Session: id, Holder: "h", TTL: time.Minute})
+		l, err := s.AcquireLease(ctx, backend.LeaseRequest{Principal: "alice", Session: id, Holder: "h", TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -496,4 +506,32 @@ func TestOrphanTranscriptClaim(t *testing.T) {
 func TestDamagedLineage(t *testing.T) {
 	srv := redistest.Start(t)
 	admissiontest.RunDamagedLineage(t, func(t *testing.T) backend.Store { return mustOpen(t, srv.FreshURL()) }, redisstore.SetLineageForTest)
+}
+
+// The prefix reaches SCAN MATCH escaped, never as a
+// glob: doctor on the store of prefix "h*" checks its own keys only, not
+// those of the store of prefix "hb" on the same server.
+func TestDoctorPrefixIsNotAGlob(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	other := mustOpen(t, srv.URLWithPrefix("hb"))
+	if _, _, err := other.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"h*", "h?", "h[b]", `h\`} {
+		st := mustOpen(t, srv.URLWithPrefix(prefix))
+		findings, err := st.(backend.Doctor).Doctor(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		for _, f := range findings {
+			if f.Check == "orphaned lookups" {
+				got = f.Detail
+			}
+		}
+		if !strings.HasPrefix(got, "0 keys checked") {
+			t.Errorf("doctor of prefix %q: %q, want 0 keys checked (the store is empty)", prefix, got)
+		}
+	}
 }

@@ -91,6 +91,14 @@ func ParseURL(u *url.URL) (*Config, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("redis: store url %q: %s: %w", red, fmt.Sprintf(format, args...), backend.ErrInvalid)
 	}
+	// fileErr is a TLS file that could not be read, or is too big (it
+	// says so itself).
+	fileErr := func(what string, err error) error {
+		if errors.Is(err, backend.ErrInvalid) {
+			return fmt.Errorf("redis: store url %q: %w", red, err)
+		}
+		return bad("read %s: %v", what, err)
+	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, bad("scheme %q is not redis or rediss", u.Scheme)
 	}
@@ -111,12 +119,19 @@ func ParseURL(u *url.URL) (*Config, error) {
 	if u.Host == "" {
 		return nil, bad("no host")
 	}
+	seen := map[string]bool{}
 	for _, h := range strings.Split(u.Host, ",") {
 		if h == "" {
 			return nil, bad("empty host in %q", u.Host)
 		}
 		if _, _, err := net.SplitHostPort(h); err != nil {
-			h = net.JoinHostPort(h, "6379")
+			// No port: the default one. An IPv6 address keeps its
+			// brackets in the URL ([::1]), not in the host.
+			bare := h
+			if strings.HasPrefix(bare, "[") && strings.HasSuffix(bare, "]") {
+				bare = bare[1 : len(bare)-1]
+			}
+			h = net.JoinHostPort(bare, "6379")
 		}
 		host, port, err := net.SplitHostPort(h)
 		if err != nil || host == "" {
@@ -125,6 +140,10 @@ func ParseURL(u *url.URL) (*Config, error) {
 		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
 			return nil, bad("bad port in %q", h)
 		}
+		if seen[h] {
+			return nil, bad("host %s is listed twice", h)
+		}
+		seen[h] = true
 		c.Hosts = append(c.Hosts, h)
 	}
 	if db := strings.Trim(u.Path, "/"); db != "" {
@@ -173,9 +192,9 @@ func ParseURL(u *url.URL) (*Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca := q.Get("ca"); ca != "" {
-		pem, err := os.ReadFile(ca)
+		pem, err := backend.ReadFileLimit("ca file", ca, backend.MaxUserFile)
 		if err != nil {
-			return nil, bad("read ca file: %v", err)
+			return nil, fileErr("ca file", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
@@ -188,7 +207,16 @@ func ParseURL(u *url.URL) (*Config, error) {
 		return nil, bad("cert= and key= go together")
 	}
 	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
+		// Read with a bound (cert=/dev/zero), as tls.LoadX509KeyPair does not.
+		certPEM, err := backend.ReadFileLimit("cert file", cert, backend.MaxUserFile)
+		if err != nil {
+			return nil, fileErr("cert file", err)
+		}
+		keyPEM, err := backend.ReadFileLimit("key file", key, backend.MaxUserFile)
+		if err != nil {
+			return nil, fileErr("key file", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, bad("load client certificate: %v", err)
 		}
@@ -297,6 +325,11 @@ func (s *Store) wrap(op string, err error) error {
 		// SELECT of a database the server does not have: a setting to fix.
 		return fmt.Errorf("redis: %s on %s: the server has no database %d (its 'databases' setting; the default is 16, numbered from 0): %w",
 			op, s.desc, s.db, backend.ErrInvalid)
+	case strings.Contains(msg, "cluster support disabled"):
+		// cluster=1 (or several hosts) against a standalone server: a
+		// setting to fix.
+		return fmt.Errorf("redis: %s on %s: the server is not a Redis Cluster (%s): name one host without cluster=1, or the nodes of a cluster: %w",
+			op, s.desc, msg, backend.ErrInvalid)
 	case strings.HasPrefix(msg, "NOPERM"):
 		// Authenticated, but the ACL of the user forbids a command, key or
 		// channel: the password is right, the permissions are not.

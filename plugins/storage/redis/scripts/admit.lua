@@ -29,24 +29,6 @@ local changed = false
 local S = hgetall(KEYS[1])
 local seq_dirty = false
 
--- permits is backend.Permits for admitting: the owner admits anything; a
--- grant (KEYS[2]: principal -> {"role","producers"}) of writer admits human
--- input and the automation of the producers it names, of owner everything.
-local function permits(s, principal, kind, producer)
-  if s.owner == principal then return true end
-  local raw = redis.call('HGET', KEYS[2], principal)
-  if not raw then return false end
-  local g = cjson.decode(raw)
-  if g.role == 'owner' then return true end
-  if g.role ~= 'writer' then return false end
-  if kind == 'human' then return true end
-  if type(g.producers) ~= 'table' then return false end
-  for _, p in ipairs(g.producers) do
-    if p == producer then return true end
-  end
-  return false
-end
-
 local function admit_one(id, kind, producer, principal, request_id, payload, pinned, replay_of,
     create, reopen, now, idents, parts)
 
@@ -81,7 +63,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     s = S
   end
 
-  if not permits(s, principal, kind, producer) then
+  if not permits(s, KEYS[2], principal, kind == 'human' and 'admit' or 'admit automation', producer) then
     return {'forbidden'}
   end
 

@@ -2,16 +2,18 @@
 -- generation+1), recording its mode and delivery target.
 -- KEYS[1] session hash   KEYS[2] admissions hash   KEYS[3] queued zset
 -- KEYS[4] running set    KEYS[5] unknown set
--- KEYS[6] payloads hash   KEYS[7] identity_lists hash
+-- KEYS[6] payloads hash   KEYS[7] identity_lists hash   KEYS[8] grants hash
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] epoch   ARGV[5] mode   ARGV[6] delivered_to   ARGV[7] now (ns)
 -- Returns {'ok', record, payload, identity list} or {'not_found'} (no session, or
--- no such admission in it), {'fenced'} (epoch not current), {'busy'} (an
+-- no such admission in it), {'fenced'} (epoch not current), {'forbidden'}
+-- (the lease's principal may no longer drain the session), {'busy'} (an
 -- admission is running or unknown), {'not_head'}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 local epoch = tonumber(ARGV[4])
 if tonumber(s.epoch) ~= epoch then return {'fenced'} end
+if not permits(s, KEYS[8], s.lease_principal, 'drain') then return {'forbidden'} end
 if busy(KEYS[4], KEYS[5]) then return {'busy'} end
 if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 0 then return {'not_found'} end
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)

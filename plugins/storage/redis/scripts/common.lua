@@ -37,6 +37,36 @@ local function putrec(key, field, rec)
   return enc
 end
 
+-- permits is backend.Permits (pkg/backend/access.go), the one rule of who
+-- may do what on a session: s is the session hash, grants_key the
+-- session's grants hash (principal -> {"role","producers"}), act one of
+-- 'inspect', 'admit' (human), 'admit automation' (of producer),
+-- 'operate', 'drain'.
+local grant_roles = {reader = true, drainer = true, writer = true, owner = true}
+
+local function permits(s, grants_key, principal, act, producer)
+  if principal == nil or principal == '' then return false end
+  if s.owner == principal then return true end
+  local raw = redis.call('HGET', grants_key, principal)
+  if not raw then return false end
+  local g = cjson.decode(raw)
+  local role = g.role
+  if not grant_roles[role] then return false end
+  if act == 'inspect' then return true end
+  if act == 'admit' then return role == 'writer' or role == 'owner' end
+  if act == 'admit automation' then
+    if role == 'owner' then return true end
+    if role ~= 'writer' or type(g.producers) ~= 'table' then return false end
+    for _, p in ipairs(g.producers) do
+      if p == producer then return true end
+    end
+    return false
+  end
+  if act == 'operate' then return role == 'owner' end
+  if act == 'drain' then return role == 'owner' or role == 'drainer' end
+  return false
+end
+
 local function busy(running_key, unknown_key)
   return redis.call('SCARD', running_key) + redis.call('SCARD', unknown_key) > 0
 end

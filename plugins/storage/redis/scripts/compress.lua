@@ -2,12 +2,12 @@
 -- child (a new transcript whose parent it is) current.
 -- KEYS[1] session hash   KEYS[2] transcripts hash
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] child id   ARGV[4] now (ns)
--- Returns {'ok', child record} or {'not_found'}, {'conflict'} (child exists),
+-- Returns {'ok', child record} or {'not_found'}, {'conflict', why} (child exists),
 -- {'closed'} (the current transcript has already ended).
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 local child = ARGV[3]
-if redis.call('HEXISTS', KEYS[2], child) == 1 then return {'conflict'} end
+if redis.call('HEXISTS', KEYS[2], child) == 1 then return {'conflict', 'transcript ' .. child .. ' exists'} end
 local tr = getrec(KEYS[2], s.current)
 if tr.ended_at ~= '' then return {'closed'} end
 tr.ended_at = ARGV[4]

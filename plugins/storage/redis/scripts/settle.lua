@@ -5,15 +5,17 @@
 -- transcript's ended_at or end_reason.
 -- KEYS[1] session hash   KEYS[2] admissions hash   KEYS[3] queued zset
 -- KEYS[4] running set    KEYS[5] unknown set       KEYS[6] transcripts hash
--- KEYS[7] payloads hash  KEYS[8] identity_lists hash
--- KEYS[9..] one messages list per message, in message order
+-- KEYS[7] payloads hash  KEYS[8] identity_lists hash   KEYS[9] grants hash
+-- KEYS[10..] one messages list per message, in message order
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] admission id
 -- ARGV[4] epoch   ARGV[5] generation   ARGV[6] direct '1'|'0'   ARGV[7] outcome
 -- ARGV[8] mode ('' = keep)   ARGV[9] delivered_to ('' = keep)   ARGV[10] error
 -- ARGV[11] now (ns)   ARGV[12] expected current transcript ('' = any)
 -- ARGV[13..] per message: transcript, role, message JSON
 -- Returns {'ok', record, payload, identity list} or {'not_found'} (session, admission),
--- {'no_transcript', id}, {'fenced'}, {'busy'}, {'not_head'}, {'moved', current}.
+-- {'no_transcript', id}, {'fenced'}, {'forbidden'} (direct: the lease's
+-- principal may no longer drain the session), {'busy'}, {'not_head'},
+-- {'moved', current}.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found'} end
 local id = ARGV[3]
@@ -25,6 +27,7 @@ local now = ARGV[11]
 
 if direct then
   if tonumber(s.epoch) ~= epoch then return {'fenced'} end
+  if not permits(s, KEYS[9], s.lease_principal, 'drain') then return {'forbidden'} end
   if busy(KEYS[4], KEYS[5]) then return {'busy'} end
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)
   if head[1] ~= id then return {'not_head'} end
@@ -65,7 +68,7 @@ if ARGV[10] ~= '' then rec.error = ARGV[10] end
 rec.settled_at = now
 local enc = putrec(KEYS[2], id, rec)
 
-local k = 9
+local k = 10
 for i = 13, #ARGV, 3 do
   local t, role = ARGV[i], ARGV[i + 1]
   redis.call('RPUSH', KEYS[k], ARGV[i + 2])

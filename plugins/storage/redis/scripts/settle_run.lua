@@ -5,7 +5,8 @@
 -- KEYS[1] session hash   KEYS[2] admissions hash   KEYS[3] queued zset
 -- KEYS[4] running set    KEYS[5] unknown set       KEYS[6] transcripts hash
 -- KEYS[7] payloads hash  KEYS[8] identity_lists hash   KEYS[9] viewers zset
--- KEYS[10..] the messages lists of the transcripts written
+-- KEYS[10] grants hash
+-- KEYS[11..] the messages lists of the transcripts written
 -- ARGV[1] changes channel   ARGV[2] session id   ARGV[3] wall-clock now (unix ms)
 -- ARGV[4] number of requests, then per request: admission id, epoch,
 --   outcome, mode, delivered_to, error, now (ns), unwatched '1'|'0',
@@ -13,8 +14,9 @@
 --   transcript, role, message JSON
 -- Returns {status, detail, record, payload, identity list, record, …}: status
 -- 'ok' when every request was settled, else the first failure's code
--- ('not_found', 'no_transcript', 'fenced', 'busy', 'not_head', 'watched',
--- 'moved'),
+-- ('not_found', 'no_transcript', 'fenced', 'forbidden' (the lease's
+-- principal may no longer drain the session), 'busy', 'not_head',
+-- 'watched', 'moved'),
 -- followed by the settled admissions.
 local s = hgetall(KEYS[1])
 if not s then return {'not_found', ''} end
@@ -31,6 +33,7 @@ local epoch_now = tonumber(s.epoch)
 -- and made once per key at the end (one ZREM, one HSET, one RPUSH per
 -- messages list), in the order the requests came.
 local is_busy = busy(KEYS[4], KEYS[5])
+local may_drain = permits(s, KEYS[10], s.lease_principal, 'drain')
 local viewers = redis.call('ZCOUNT', KEYS[9], '(' .. ARGV[3], '+inf') > 0
 local heads = redis.call('ZRANGE', KEYS[3], 0, n - 1)
 local done_ids, encs, lists = {}, {}, {}
@@ -43,6 +46,7 @@ for k = 1, n do
   local rec = getrec(KEYS[2], id)
   if not rec then out[1], out[2] = 'not_found', id break end
   if epoch_now ~= epoch then out[1], out[2] = 'fenced', id break end
+  if not may_drain then out[1], out[2] = 'forbidden', id break end
   if is_busy then out[1], out[2] = 'busy', id break end
   if heads[k] ~= id then out[1], out[2] = 'not_head', id break end
   if expect ~= '' and s.current ~= expect then out[1], out[2] = 'moved', id break end
