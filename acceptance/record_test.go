@@ -38,7 +38,7 @@ func TestRecordTimeChecks(t *testing.T) {
 			{nil, []string{"delegate", "done", "--session", "s1", "--target", "s2", "--id", "d1", "--result", "x"}, 2, "target s2 is not in session s1's lineage"},
 			{nil, []string{"delegate", "done", "--session", "s1", "--target", "nosuch", "--id", "d1", "--result", "x"}, 3, "target nosuch: no such transcript"},
 			{nil, []string{"delegate", "done", "--session", "nosuch", "--target", "nosuch", "--id", "d1", "--result", "x"}, 3, "session nosuch does not exist"},
-			{nil, []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result-file", big}, 2, "more than the limit of 1048576"},
+			{nil, []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result-file", big}, 2, "more than the payload limit of 1048576"},
 			{bob, []string{"delegate", "done", "--session", "s1", "--target", "s1", "--id", "d1", "--result", "x"}, 7, `producer "delegation" on session s1: principal "bob" may not`},
 			{nil, []string{"proc", "run", "--session", "nosuch", "--", "touch", ran}, 3, "session nosuch does not exist"},
 			{nil, []string{"proc", "run", "--session", "s1", "--target", "s2", "--", "touch", ran}, 2, "target s2 is not in session s1's lineage"},
