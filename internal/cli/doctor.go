@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesq/hermesq/internal/pluginperm"
+	"github.com/hermesq/hermesq/internal/producerhost"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
 	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
@@ -177,7 +177,7 @@ func doctorPluginDir(add func(check, status, detail, repair string), pc *Produce
 // doctorPin checks a plugin binary's checksum against its pin, and shows
 // the binary's own when they differ. It reports whether they match.
 func doctorPin(add func(check, status, detail, repair string), name, bin string, pin []byte) bool {
-	sum, err := fileSum(bin)
+	sum, err := producerhost.FileSHA256(bin)
 	switch {
 	case err != nil:
 		add("plugin pin", backend.FindingFail, fmt.Sprintf("%s: %v", bin, err), "")
@@ -190,20 +190,6 @@ func doctorPin(add func(check, status, detail, repair string), name, bin string,
 		return true
 	}
 	return false
-}
-
-// fileSum is the SHA-256 of a file.
-func fileSum(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, err
-	}
-	return h.Sum(nil), nil
 }
 
 // pluginCheckTimeout bounds a plugin's configuration check.

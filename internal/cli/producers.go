@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -399,14 +400,7 @@ func runProducersOutboxDrop(ctx context.Context, f *Factory, name string, args [
 	if strings.TrimSpace(reason) == "" {
 		return fmt.Errorf("--reason is empty: %w", backend.ErrInvalid)
 	}
-	pc, err := f.producerConfig()
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(pc.pluginStateDir(name) + "/" + producer.OutboxFile); err != nil {
-		return fmt.Errorf("producer %s has no outbox in %s: %w", name, pc.pluginStateDir(name), backend.ErrNotFound)
-	}
-	ob, err := f.outbox(name)
+	ob, err := existingOutbox(f, name)
 	if err != nil {
 		return err
 	}
@@ -415,6 +409,19 @@ func runProducersOutboxDrop(ctx context.Context, f *Factory, name string, args [
 	}
 	fmt.Fprintf(f.IO.ErrOut, "hermesq: producer %s: dropped %d %s\n", name, len(seqs), plural(len(seqs), "event", "events"))
 	return nil
+}
+
+// existingOutbox opens producer name's outbox for producers outbox and its
+// drop: one that was never created is ErrNotFound, not made anew.
+func existingOutbox(f *Factory, name string) (*producer.Outbox, error) {
+	pc, err := f.producerConfig()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(pc.pluginStateDir(name), producer.OutboxFile)); err != nil {
+		return nil, fmt.Errorf("producer %s has no outbox in %s: %w", name, pc.pluginStateDir(name), backend.ErrNotFound)
+	}
+	return f.outbox(name)
 }
 
 func runProducersOutbox(ctx context.Context, f *Factory, name string) error {
@@ -428,14 +435,7 @@ func runProducersOutbox(ctx context.Context, f *Factory, name string) error {
 	if !producerName.MatchString(name) {
 		return fmt.Errorf("producer name %q: want lower-case letters, digits, - and _: %w", name, backend.ErrInvalid)
 	}
-	pc, err := f.producerConfig()
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(pc.pluginStateDir(name) + "/" + producer.OutboxFile); err != nil {
-		return fmt.Errorf("producer %s has no outbox in %s: %w", name, pc.pluginStateDir(name), backend.ErrNotFound)
-	}
-	ob, err := f.outbox(name)
+	ob, err := existingOutbox(f, name)
 	if err != nil {
 		return err
 	}

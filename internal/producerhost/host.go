@@ -364,6 +364,14 @@ func (h *Host) session(ctx context.Context, spec Spec, st *runState) error {
 	defer out.flush()
 	client, err := h.Launch(cmd, LaunchOptions{Pin: spec.Pin, StartTimeout: h.Config.StartTimeout, Output: out})
 	if err != nil {
+		var pin interface{ PinMismatch() bool }
+		if errors.As(err, &pin) && pin.PinMismatch() {
+			// Name the binary's own checksum, so a stale pin is told
+			// from a swapped binary.
+			if sum, serr := FileSHA256(spec.Path); serr == nil {
+				err = fmt.Errorf("%w (%s has sha256 %x, pinned %x)", err, spec.Path, sum, spec.Pin)
+			}
+		}
 		var perm interface{ Permanent() bool }
 		if errors.As(err, &perm) && perm.Permanent() {
 			return &permanentError{err}

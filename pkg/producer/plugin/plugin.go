@@ -121,13 +121,17 @@ func (c *Client) Kill() { c.c.Kill() }
 // the plugin again cannot mend: its checksum does not match the pin, it
 // speaks another protocol version, or it cannot be executed.
 type StartError struct {
-	Err       error
-	permanent bool
+	Err         error
+	permanent   bool
+	pinMismatch bool
 }
 
 func (e *StartError) Error() string   { return e.Err.Error() }
 func (e *StartError) Unwrap() error   { return e.Err }
 func (e *StartError) Permanent() bool { return e.permanent }
+
+// PinMismatch reports a binary whose checksum is not the pinned one.
+func (e *StartError) PinMismatch() bool { return e.pinMismatch }
 
 // Start starts cmd as a producer plugin (run directly, never through a
 // shell; none of the host's environment beyond cmd.Env) over gRPC with
@@ -165,7 +169,7 @@ func Start(cmd *exec.Cmd, o StartOptions) (*Client, error) {
 	rpc, err := client.Client()
 	if err != nil {
 		client.Kill()
-		return nil, startError(err, cmd.Path, o.Pin)
+		return nil, startError(err)
 	}
 	raw, err := rpc.Dispense(Name)
 	if err != nil {
@@ -178,21 +182,6 @@ func Start(cmd *exec.Cmd, o StartOptions) (*Client, error) {
 		return nil, &StartError{Err: fmt.Errorf("dispensed %T, not a producer", raw), permanent: true}
 	}
 	return &Client{c: client, p: p}, nil
-}
-
-// pinMismatch says what path's checksum is against pin, so an operator
-// can tell a stale pin from a swapped binary.
-func pinMismatch(path string, pin []byte) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("%s: %v", path, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Sprintf("%s: %v", path, err)
-	}
-	return fmt.Sprintf("%s has sha256 %x, pinned %x", path, h.Sum(nil), pin)
 }
 
 // skipNamed drops the log lines of one sub-logger: hclog writes each
@@ -209,14 +198,13 @@ func (w *skipNamed) Write(b []byte) (int, error) {
 	return w.out.Write(b)
 }
 
-// startError classifies a failure to start the plugin binary path, pinned
-// to pin (nil: not pinned).
-func startError(err error, path string, pin []byte) *StartError {
+// startError classifies a failure to start a plugin.
+func startError(err error) *StartError {
 	msg := err.Error()
 	lower := strings.ToLower(msg)
 	switch {
 	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
-		return &StartError{Err: fmt.Errorf("sha256 checksum does not match the one pinned in the configuration; not started (%s)", pinMismatch(path, pin)), permanent: true}
+		return &StartError{Err: errors.New("sha256 checksum does not match the one pinned in the configuration; not started"), permanent: true, pinMismatch: true}
 	case strings.Contains(lower, "incompatible api version"):
 		return &StartError{Err: fmt.Errorf("speaks another protocol version: %s", oneLine(msg)), permanent: true}
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrPermission), strings.Contains(msg, "exec format error"):
