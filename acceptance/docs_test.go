@@ -234,3 +234,45 @@ func TestReadmeIsAFrontDoor(t *testing.T) {
 		t.Errorf("%d pages in docs/, want the contract and the pages moved out of the README", pages)
 	}
 }
+
+// repoPath is a span in backquotes that names a file or folder of the
+// repository: a relative path of plain characters with a slash in it, or a
+// file name with a source or document extension (`pkg/producer/...` names
+// the folder pkg/producer).
+var repoPath = regexp.MustCompile("`((?:[A-Za-z0-9_.@-]+/)+[A-Za-z0-9_.@-]*(?:/\\.\\.\\.)?|[A-Za-z0-9_.@-]+\\.(?:go|lua|md|sh))`")
+
+// TestArchitecturePathsExist is issue 25: every repository path that
+// docs/architecture.md names in backquotes exists, so the map of the code
+// stays true when files move; and its table of rules has a row for every
+// section of the contract.
+func TestArchitecturePathsExist(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{}
+	for _, m := range repoPath.FindAllStringSubmatch(string(data), -1) {
+		paths[strings.TrimSuffix(m[1], "/...")] = true
+	}
+	if len(paths) < 50 {
+		t.Fatalf("docs/architecture.md names %d repository paths, want the files of every layer and rule", len(paths))
+	}
+	for p := range paths {
+		if _, err := os.Stat(filepath.Join("..", filepath.FromSlash(p))); err != nil {
+			t.Errorf("docs/architecture.md names %s, which does not exist", p)
+		}
+	}
+	contract, err := os.ReadFile(filepath.Join("..", "docs", "contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := regexp.MustCompile(`(?m)^## (\d+)\. `).FindAllStringSubmatch(string(contract), -1)
+	if len(sections) == 0 {
+		t.Fatal("docs/contract.md has no numbered sections")
+	}
+	for _, s := range sections {
+		if !regexp.MustCompile(`(?m)^\| ` + s[1] + ` \| .*\.(go|lua)`).Match(data) {
+			t.Errorf("docs/architecture.md has no row naming the code of contract §%s", s[1])
+		}
+	}
+}
