@@ -184,3 +184,95 @@ func TestInstallFromClone(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeIsAFrontDoor is issue 25, acceptance 4: the README stays short
+// (under 250 lines), opens with its two commands (the demo on the default
+// bbolt store, then the tests), and links every page of docs/, so that each
+// section moved out of it is reachable from it.
+func TestReadmeIsAFrontDoor(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	if n := strings.Count(readme, "\n"); n >= 250 {
+		t.Errorf("README.md has %d lines, want under 250: move the detail to a page of docs/", n)
+	}
+	// The first fenced block holds the two commands, in this order.
+	_, rest, ok := strings.Cut(readme, "```sh\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no ```sh block")
+	}
+	var cmds []string
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		cmds = append(cmds, strings.TrimSpace(cmd))
+	}
+	if want := []string{"bash examples/demo.sh", "bash scripts/test.sh"}; strings.Join(cmds, "|") != strings.Join(want, "|") {
+		t.Errorf("README.md's first commands are %q, want %q", cmds, want)
+	}
+	sections := strings.Split(readme, "\n## ")
+	if len(sections) < 3 || !strings.Contains(sections[1], "```sh\n") {
+		t.Errorf("README.md's two commands are not in its first section")
+	}
+	linked := map[string]bool{}
+	for _, m := range mdLink.FindAllStringSubmatch(readme, -1) {
+		link, _, _ := strings.Cut(m[1], "#")
+		linked[filepath.Clean(link)] = true
+	}
+	pages := 0
+	for _, f := range repoFiles(t) {
+		if strings.HasPrefix(f, "docs/") && strings.HasSuffix(f, ".md") {
+			pages++
+			if !linked[f] {
+				t.Errorf("README.md does not link %s", f)
+			}
+		}
+	}
+	if pages < 2 {
+		t.Errorf("%d pages in docs/, want the contract and the pages moved out of the README", pages)
+	}
+}
+
+// repoPath is a span in backquotes that names a file or folder of the
+// repository: a relative path of plain characters with a slash in it, or a
+// file name with a source or document extension (`pkg/producer/...` names
+// the folder pkg/producer).
+var repoPath = regexp.MustCompile("`((?:[A-Za-z0-9_.@-]+/)+[A-Za-z0-9_.@-]*(?:/\\.\\.\\.)?|[A-Za-z0-9_.@-]+\\.(?:go|lua|md|sh))`")
+
+// TestArchitecturePathsExist is issue 25: every repository path that
+// docs/architecture.md names in backquotes exists, so the map of the code
+// stays true when files move; and its table of rules has a row for every
+// section of the contract.
+func TestArchitecturePathsExist(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{}
+	for _, m := range repoPath.FindAllStringSubmatch(string(data), -1) {
+		paths[strings.TrimSuffix(m[1], "/...")] = true
+	}
+	if len(paths) < 50 {
+		t.Fatalf("docs/architecture.md names %d repository paths, want the files of every layer and rule", len(paths))
+	}
+	for p := range paths {
+		if _, err := os.Stat(filepath.Join("..", filepath.FromSlash(p))); err != nil {
+			t.Errorf("docs/architecture.md names %s, which does not exist", p)
+		}
+	}
+	contract, err := os.ReadFile(filepath.Join("..", "docs", "contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := regexp.MustCompile(`(?m)^## (\d+)\. `).FindAllStringSubmatch(string(contract), -1)
+	if len(sections) == 0 {
+		t.Fatal("docs/contract.md has no numbered sections")
+	}
+	for _, s := range sections {
+		if !regexp.MustCompile(`(?m)^\| ` + s[1] + ` \| .*\.(go|lua)`).Match(data) {
+			t.Errorf("docs/architecture.md has no row naming the code of contract §%s", s[1])
+		}
+	}
+}

@@ -58,7 +58,7 @@ echo "== fuzz: config, payloads, identities, bbolt codec, Redis replies and mess
 # The security targets, the fast JSON codecs checked against encoding/json,
 # the Prometheus writer checked against expfmt, and the strict object
 # reader's members checked against encoding/json;
-# each ran 60 s locally when written (see the README).
+# each ran 60 s locally when written (see docs/security.md, "Fuzzing").
 for pt in internal/cli:FuzzConfig pkg/admission:FuzzCanonical pkg/admission:FuzzIdentities \
   plugins/storage/bbolt:FuzzRecordCodec plugins/storage/redis:FuzzReplyDecoder plugins/storage/redis:FuzzStoreURL \
   plugins/storage/redis:FuzzMessageEncode internal/cli:FuzzBatchEmit pkg/backend:FuzzAdmissionJSON \
@@ -84,8 +84,8 @@ if ! HERMESQ_BATCH_RSS=1 HERMESQ_BATCH_LINES="${HERMESQ_BATCH_LINES:-200000}" \
 fi
 grep -E '^(--- |ok)|peak RSS' "$soak_log"
 echo "== bench -quick (checks that every figure runs; speed is not judged here)"
-# The bench is its own module (it measures asynq beside hermesq); the README's
-# "Performance" section has the full run and its figures.
+# The bench is its own module (it measures asynq beside hermesq);
+# docs/performance.md has the full run and its figures.
 bench_json=$(mktemp)
 trap 'rm -f "$soak_log" "$bench_json"' EXIT
 (cd bench && GOFLAGS=-mod=mod go vet ./... && GOFLAGS=-mod=mod go run . -quick -json "$bench_json")

@@ -10,7 +10,7 @@ import (
 // holding little (a few MiB live, bounded per step or chunk), so the
 // default (collect when the heap doubles) spends much of their CPU in the
 // collector and the scavenger; at 4× a drain of notes runs about a third
-// faster for about 15 MiB more peak memory (README, "Performance").
+// faster for about 15 MiB more peak memory (docs/performance.md, "Garbage collection").
 const gcPercent = 400
 
 // Main runs one hermesq command line with the process's streams and
