@@ -1223,7 +1223,7 @@ func drainAllFollow(t *testing.T, h *harness) {
 	turns, notes := 0, 0
 	for _, rep := range r.reps {
 		if len(rep.Executed) == 0 {
-			t.Errorf("report of %s with nothing executed", rep.Session)
+			t.Errorf("report of %s with nothing executed: %+v err=%v", rep.Session, rep, r.err)
 		}
 		turns += rep.Turns
 		notes += rep.Notes

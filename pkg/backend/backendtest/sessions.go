@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -21,6 +22,23 @@ var sessionTests = []suiteTest{
 	{name: "Viewers", fn: testViewers},
 	{name: "Viewers/Expiry", fn: testViewerExpiry},
 	{name: "Subscribe", fn: testSubscribe},
+	{name: "CanceledWrite", fn: testCanceledWrite},
+}
+
+// A write whose context has ended is refused as unavailable, and its error
+// also says why (errors.Is context.Canceled), on every store: a drain
+// stopped by its caller tells that stop from a store that is down.
+func testCanceledWrite(t *testing.T, s backend.Store) {
+	ctx, cancel := contextWithCancel(t)
+	cancel()
+	_, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s1", Owner: Owner, Now: T0})
+	wantErr(t, "open a session under an ended context", err, backend.ErrUnavailable)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("open a session under an ended context: %v, want it to wrap context.Canceled", err)
+	}
+	if _, err := s.GetSession(ctxOf(t), "s1", T0); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("after the refused open: %v, want the session not found", err)
+	}
 }
 
 func testOpenSessionCreated(t *testing.T, s backend.Store) {

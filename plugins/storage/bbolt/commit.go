@@ -83,7 +83,7 @@ func (s *Store) updateAtomic(ctx context.Context, fn func(*txn) error) error {
 // commit is short), so its caller learns what was really written.
 func (q *commitQueue) run(ctx context.Context, op *writeOp) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("bbolt: write %s: %v (nothing written): %w", q.store.path, err, backend.ErrUnavailable)
+		return fmt.Errorf("bbolt: write %s: %w (nothing written): %w", q.store.path, err, backend.ErrUnavailable)
 	}
 	q.mu.Lock()
 	q.pending = append(q.pending, op)
@@ -103,7 +103,7 @@ func (q *commitQueue) run(ctx context.Context, op *writeOp) error {
 	case <-ctx.Done():
 	}
 	if op.state.CompareAndSwap(opPending, opAbandoned) {
-		return fmt.Errorf("bbolt: write %s: %v (nothing written): %w", q.store.path, ctx.Err(), backend.ErrUnavailable)
+		return fmt.Errorf("bbolt: write %s: %w (nothing written): %w", q.store.path, ctx.Err(), backend.ErrUnavailable)
 	}
 	<-op.done
 	return op.err
