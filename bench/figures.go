@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -329,6 +330,15 @@ func depthProbe(u string, depth, probe int) (admit, drain time.Duration, err err
 	if err := openSession(ctx, st, "d"); err != nil {
 		return 0, 0, err
 	}
+	// Session d is drained in process here and then by a hermesq drain
+	// process, which acts as the OS user: that user is its drainer.
+	me, err := user.Current()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := st.Grant(ctx, "d", backend.Grant{Principal: me.Username, Role: backend.RoleDrainer}); err != nil {
+		return 0, 0, err
+	}
 	const chunk = 1000
 	ins := make([]admission.Input, 0, chunk)
 	for i := 0; i < depth; i += chunk {
@@ -351,7 +361,7 @@ func depthProbe(u string, depth, probe int) (admit, drain time.Duration, err err
 	}
 	admit = time.Since(t0) / time.Duration(probe)
 	t0 = time.Now()
-	rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Principal: "bench", Max: probe})
+	rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Principal: me.Username, Max: probe})
 	if err != nil {
 		return 0, 0, err
 	}
