@@ -46,6 +46,12 @@ type Failure struct {
 // Compare returns the first difference between the traces (stores named
 // by names), or nil when they agree, then the model's verdict.
 func Compare(names []string, traces []Trace, ops []Op) *Failure {
+	f, _ := CompareCount(names, traces, ops)
+	return f
+}
+
+// CompareCount is Compare, and the number of steps the model judged.
+func CompareCount(names []string, traces []Trace, ops []Op) (*Failure, int) {
 	for i := 1; i < len(traces); i++ {
 		a, b := traces[0], traces[i]
 		for j := range a.Steps {
@@ -54,21 +60,22 @@ func Compare(names []string, traces []Trace, ops []Op) *Failure {
 			}
 			if d := cmp.Diff(a.Steps[j], b.Steps[j]); d != "" {
 				return &Failure{Step: j, Detail: fmt.Sprintf("step %d: %s and %s differ (-%s +%s):\n%s",
-					j, names[0], names[i], names[0], names[i], d)}
+					j, names[0], names[i], names[0], names[i], d)}, 0
 			}
 		}
 		if d := cmp.Diff(a.Export, b.Export); d != "" {
 			return &Failure{Step: len(a.Steps), Detail: fmt.Sprintf("final export: %s and %s differ (-%s +%s):\n%s",
-				names[0], names[i], names[0], names[i], d)}
+				names[0], names[i], names[0], names[i], d)}, 0
 		}
 	}
-	if len(traces) > 0 {
-		if f := Judge(ops, traces[0]); f != nil {
-			f.Detail = fmt.Sprintf("the model disagrees with %s (the stores agree):\n%s", strings.Join(names, ", "), f.Detail)
-			return f
-		}
+	if len(traces) == 0 {
+		return nil, 0
 	}
-	return nil
+	f, judged := JudgeCount(ops, traces[0])
+	if f != nil {
+		f.Detail = fmt.Sprintf("the model disagrees with %s (the stores agree):\n%s", strings.Join(names, ", "), f.Detail)
+	}
+	return f, judged
 }
 
 // Shrink drops operations from ops while fails still holds, one chunk at

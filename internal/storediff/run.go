@@ -304,7 +304,7 @@ func (r *Runner) admitRequest(ctx context.Context, o Op) backend.AdmitRequest {
 			req.ID = r.ref(0)
 			req.Payload = textPayload("other")
 		case 8:
-			req.Kind, req.Producer, req.Identities, req.PinnedTarget = backend.KindAutomation, "process", []string{"e1"}, "bad/x"
+			req.Kind, req.Producer, req.Identities, req.PinnedTarget = backend.KindAutomation, "process", []string{"e1"}, "bad target!"
 		}
 	}
 	return req
