@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -241,7 +242,23 @@ func closeReason(n int) string {
 }
 
 // Generate returns the sequence of n operations of seed.
-func Generate(seed uint64, n int) []Op {
+func Generate(seed uint64, n int) []Op { return GenerateOnly(seed, n, nil) }
+
+// GenerateOnly is Generate with the operations limited to kinds (all when
+// empty), to look at a few closely.
+func GenerateOnly(seed uint64, n int, kinds []string) []Op {
+	w := weights
+	if len(kinds) > 0 {
+		w = nil
+		for _, x := range weights {
+			if slices.Contains(kinds, x.kind) {
+				w = append(w, x)
+			}
+		}
+		if len(w) == 0 {
+			return nil
+		}
+	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	ops := make([]Op, 0, n+2)
 	// Most sequences start with their sessions open, so they go deep.
@@ -252,16 +269,13 @@ func Generate(seed uint64, n int) []Op {
 		ops = append(ops, Op{Kind: OpOpen, S: 1, P: 1, R: -1})
 	}
 	for len(ops) < n {
-		ops = append(ops, genOp(rng))
+		ops = append(ops, genOp(rng, w))
 	}
 	return ops
 }
 
 // weights of the kinds, most valuable first.
-var weights = []struct {
-	kind string
-	w    int
-}{
+var weights = []weight{
 	{OpAdmitHuman, 14}, {OpAdmitAuto, 14}, {OpClaim, 10}, {OpSettle, 9}, {OpSettleHead, 6},
 	{OpSettleClaim, 6}, {OpCompact, 8}, {OpAcquire, 6}, {OpCancel, 4}, {OpResolve, 4},
 	{OpSettleRun, 3}, {OpRequeue, 2}, {OpRelease, 2}, {OpSvcCompact, 3}, {OpClose, 3},
@@ -270,7 +284,12 @@ var weights = []struct {
 	{OpOpen, 2}, {OpReimport, 1},
 }
 
-func genOp(rng *rand.Rand) Op {
+type weight struct {
+	kind string
+	w    int
+}
+
+func genOp(rng *rand.Rand, weights []weight) Op {
 	total := 0
 	for _, w := range weights {
 		total += w.w
@@ -325,7 +344,7 @@ func genOp(rng *rand.Rand) Op {
 	case OpAdmitBatch:
 		for range 1 + rng.IntN(3) {
 			for {
-				s := genOp(rng)
+				s := genOp(rng, []weight{{OpAdmitHuman, 3}, {OpAdmitAuto, 3}, {OpAdmitBad, 1}})
 				if s.Kind == OpAdmitHuman || s.Kind == OpAdmitAuto || s.Kind == OpAdmitBad {
 					s.Dt = 0
 					o.Sub = append(o.Sub, s)

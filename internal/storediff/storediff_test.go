@@ -24,6 +24,7 @@ var (
 	keepFlag = flag.String("diff.keep", "", "with -diff.seed: only the ops at these indexes, comma-separated (a shrunk sequence)")
 	nFlag    = flag.Int("diff.n", 0, "sequences to run (HERMESQ_DIFF_N); 0: the bounded default")
 	lenFlag  = flag.Int("diff.len", 0, "operations a sequence (HERMESQ_DIFF_LEN); 0: the default")
+	opsFlag  = flag.String("diff.ops", "", "only these kinds of operation, comma-separated (HERMESQ_DIFF_OPS); empty: all")
 )
 
 func envOr(name string, v uint64) uint64 {
@@ -92,8 +93,20 @@ func TestDifferential(t *testing.T) {
 		return storediff.Compare(names, storediff.Run(t, ss, ops), ops)
 	}
 	steps, judged := 0, 0
+	only := *opsFlag
+	if only == "" {
+		only = os.Getenv("HERMESQ_DIFF_OPS")
+	}
+	var kinds []string
+	if only != "" {
+		kinds = strings.Split(only, ",")
+	}
+	replay := ""
+	if only != "" {
+		replay = " -diff.ops=" + only
+	}
 	check := func(seed uint64, keep []int) bool {
-		ops := storediff.Generate(seed, length)
+		ops := storediff.GenerateOnly(seed, length, kinds)
 		if keep != nil {
 			ops = storediff.Pick(ops, keep)
 		}
@@ -117,8 +130,8 @@ func TestDifferential(t *testing.T) {
 		for i, tr := range traces {
 			fmt.Fprintf(&b, "--- %s:\n%s", names[i], tr)
 		}
-		t.Errorf("seed %d: the stores diverge on this sequence (shrunk to %d ops):\n%s\n%s\n\nreplay: go test -count=1 -run TestDifferential ./internal/storediff -diff.seed=%d -diff.len=%d -diff.keep=%s\n\ntraces:\n%s",
-			seed, len(ops), storediff.Listing(ops, keep), f.Detail, seed, length, strings.Join(ks, ","), b.String())
+		t.Errorf("seed %d: the stores diverge on this sequence (shrunk to %d ops):\n%s\n%s\n\nreplay: go test -count=1 -run TestDifferential ./internal/storediff -diff.seed=%d -diff.len=%d%s -diff.keep=%s\n\ntraces:\n%s",
+			seed, len(ops), storediff.Listing(ops, keep), f.Detail, seed, length, replay, strings.Join(ks, ","), b.String())
 		return false
 	}
 	if seed := envOr("HERMESQ_DIFF_SEED", *seedFlag); seed != 0 {
