@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ var divergenceTests = []suiteTest{
 	{name: "Divergence/OpenSessionViewersAtNow", fn: testOpenSessionViewersAtNow},
 	{name: "Divergence/SettleOtherSessionsAdmission", fn: testSettleOtherSessionsAdmission},
 	{name: "Divergence/MovedBeforeWatched", fn: testMovedBeforeWatched},
+	{name: "Divergence/AdmitUncreatableSession", fn: testAdmitUncreatableSession},
 }
 
 // Compact of an unknown session is ErrNotFound whatever the cutoff, the
@@ -83,4 +85,23 @@ func testMovedBeforeWatched(t *testing.T, s backend.Store) {
 	req.ExpectCurrent = "s1"
 	_, err = s.Settle(ctxOf(t), req)
 	wantErr(t, "unwatched settle with a viewer", err, backend.ErrWatched)
+}
+
+// A batch offering to a session whose id is a transcript of another
+// session: the request that would create it is a conflict, the others
+// find no session, each its own result (Redis gave every request of the
+// session the conflict).
+func testAdmitUncreatableSession(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	_, err := s.Switch(ctxOf(t), "s1", "s2", at(time.Second))
+	noErr(t, "switch to s2", err)
+	res, err := s.Admit(ctxOf(t), []backend.AdmitRequest{
+		autoReq("s2", "event", "e1"),
+		{Session: "s2", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("hi"), CreateSession: true, Now: at(2 * time.Second)},
+		{Session: "s2", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("hi again"), Now: at(2 * time.Second)},
+	})
+	noErr(t, "admit", err)
+	for i, want := range []error{backend.ErrNotFound, backend.ErrConflict, backend.ErrNotFound} {
+		wantErr(t, fmt.Sprintf("request %d to s2", i), res[i].Err, want)
+	}
 }
