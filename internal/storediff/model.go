@@ -51,8 +51,9 @@ import (
 type model struct {
 	clock    time.Time
 	sessions map[string]*mSession
-	adm      map[string]*mAdm // by normalised id
-	order    []string         // admissions by order of appearance (Runner.adm)
+	adm      map[string]*mAdm  // by normalised id
+	order    []string          // admissions by order of appearance (Runner.adm)
+	trs      map[string]string // transcript -> its session, as seen current
 	seen     map[string]bool
 }
 
@@ -89,7 +90,7 @@ func Judge(ops []Op, tr Trace) *Failure {
 // JudgeCount is Judge, and the number of steps the model judged.
 func JudgeCount(ops []Op, tr Trace) (*Failure, int) {
 	judged := 0
-	m := &model{clock: T0, sessions: map[string]*mSession{}, adm: map[string]*mAdm{}, seen: map[string]bool{}}
+	m := &model{clock: T0, sessions: map[string]*mSession{}, adm: map[string]*mAdm{}, seen: map[string]bool{}, trs: map[string]string{}}
 	for i, o := range ops {
 		if i >= len(tr.Steps) {
 			break
@@ -132,6 +133,9 @@ func (m *model) judge(o Op, reply any) (want, got string, ok bool) {
 	gotErr := errOf(reply)
 	switch o.Kind {
 	case OpOpen:
+		if s == nil && m.trs[sid] != "" && m.trs[sid] != sid {
+			return "conflict", code(gotErr), true // a transcript of another session has that id
+		}
 		if gotErr != "" {
 			return "ok", "error " + gotErr, true
 		}
@@ -323,6 +327,9 @@ func (m *model) admitWant(o Op, ss map[string]*mSession) string {
 			if !o.Flag {
 				return "not_found"
 			}
+			if m.trs[sid] != "" && m.trs[sid] != sid {
+				return "conflict" // a transcript of another session has that id
+			}
 			return "admitted seq 1"
 		}
 		if !backend.Permits(s.owner, s.grants, who, backend.ActAdmitHuman, "") {
@@ -487,6 +494,14 @@ func (m *model) observe(o Op, reply any, state string) {
 			r, _ := x.(map[string]any)
 			if a, ok := r["Admission"].(map[string]any); ok {
 				m.see(a)
+				// A human admit may have created its session (the
+				// state after the step is read for o.S alone).
+				sid, _ := a["session"].(string)
+				if sid != "" && m.sessions[sid] == nil {
+					owner, _ := a["principal"].(string)
+					m.sessions[sid] = &mSession{owner: owner, current: sid, nextSeq: 1}
+					m.trs[sid] = sid
+				}
 			}
 		}
 	case OpReplay:
@@ -611,6 +626,10 @@ func (m *model) syncState(sid, state string) {
 		m.sessions[sid] = s
 	}
 	s.owner, s.grants, s.current, s.closed = v.Owner, v.Grants, v.CurrentTranscript, v.Closed
+	m.trs[sid] = sid
+	if v.CurrentTranscript != "" {
+		m.trs[v.CurrentTranscript] = sid
+	}
 	s.epoch, s.generation, s.nextSeq = v.Epoch, v.Generation, v.NextSeq
 	for _, l := range v.Admissions {
 		f := strings.SplitN(l, ":", 4)
