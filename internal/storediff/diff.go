@@ -1,9 +1,11 @@
 package storediff
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -31,9 +33,47 @@ func Run(t testing.TB, stores []Store, ops []Op) []Trace {
 			exp = []string{"export: " + ErrName(err)}
 		}
 		out[i].Export = exp
+		// The export imported into a fresh store of the next kind gives
+		// the same export back.
+		next := stores[(i+1)%len(stores)]
+		out[i].RoundTrip = roundTrip(t, st, next)
 		_ = st.Close()
 	}
 	return out
+}
+
+// roundTrip imports st's export into a fresh store of kind to and returns
+// "" when that store's export is the same, else what differs.
+func roundTrip(t testing.TB, st backend.Store, to Store) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recs, err := exportRecords(ctx, st)
+	if err != nil {
+		return "export: " + ErrName(err)
+	}
+	dst := to.New(t)
+	defer func() { _ = dst.Close() }()
+	if len(recs) > 0 {
+		if _, err := importRecords(ctx, dst, recs); err != nil {
+			return "import into " + to.Name + ": " + err.Error()
+		}
+	}
+	back, err := exportRecords(ctx, dst)
+	if err != nil {
+		return "export of " + to.Name + ": " + ErrName(err)
+	}
+	plain := func(rs []backend.Record) []string {
+		r := &Runner{names: map[string]string{}}
+		out := make([]string, len(rs))
+		for i, rec := range rs {
+			out[i] = r.norm(rec)
+		}
+		return out
+	}
+	if d := cmp.Diff(plain(recs), plain(back)); d != "" {
+		return "imported into " + to.Name + ", exported again (-before +after):\n" + d
+	}
+	return ""
 }
 
 // Failure is what a sequence did wrong: the first difference between two
@@ -70,6 +110,11 @@ func CompareCount(names []string, traces []Trace, ops []Op) (*Failure, int) {
 	}
 	if len(traces) == 0 {
 		return nil, 0
+	}
+	for i, tr := range traces {
+		if tr.RoundTrip != "" {
+			return &Failure{Step: len(ops), Detail: fmt.Sprintf("the export of %s: %s", names[i], tr.RoundTrip)}, 0
+		}
 	}
 	f, judged := JudgeCount(ops, traces[0])
 	if f != nil {

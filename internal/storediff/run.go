@@ -600,6 +600,9 @@ func (r *Runner) Export() ([]string, error) {
 type Trace struct {
 	Steps  []Step
 	Export []string
+	// RoundTrip is "" when the export, imported into a fresh store of
+	// another kind, is exported back the same; else what differs.
+	RoundTrip string
 }
 
 func (t Trace) String() string {
