@@ -64,6 +64,8 @@ type mSession struct {
 	current           string
 	closed            bool
 	nextSeq           uint64
+	leaseHolder       string
+	leaseExpires      time.Time
 }
 
 type mAdm struct {
@@ -213,6 +215,58 @@ func (m *model) judge(o Op, reply any) (want, got string, ok bool) {
 			want = "not_found"
 		case a.status != string(backend.StatusQueued):
 			want = "conflict"
+		}
+		return want, gotCode(reply), true
+	case OpResolve:
+		if o.A < 0 || len(m.order) == 0 {
+			return "", "", false
+		}
+		a := m.adm[m.ref(o.A)]
+		want := "ok"
+		switch {
+		case o.N%len(resolutions) == 3:
+			want = "invalid"
+		case a == nil:
+			want = "not_found"
+		case a.status != string(backend.StatusUnknown):
+			want = "conflict"
+		}
+		return want, gotCode(reply), true
+	case OpClose:
+		want := "ok"
+		switch {
+		case o.N == 0:
+			want = "invalid"
+		case s == nil:
+			want = "not_found"
+		case s.closed || m.busyOrQueued(sid):
+			want = "conflict" // closed, or busy
+		}
+		return want, gotCode(reply), true
+	case OpAcquire:
+		want := "ok"
+		switch {
+		case s == nil:
+			want = "not_found"
+		case s.leaseHolder != "" && s.leaseHolder != holders[o.H] && m.clock.Before(s.leaseExpires):
+			want = "fenced" // lease held
+		}
+		if want == "ok" && gotErr == "" {
+			r, _ := reply.(map[string]any)
+			e, _ := r["epoch"].(float64)
+			if r["epoch"] == nil {
+				e, _ = r["Epoch"].(float64)
+			}
+			return fmt.Sprintf("ok epoch %d", s.epoch+1), fmt.Sprintf("ok epoch %d", int(e)), true
+		}
+		return want, gotCode(reply), true
+	case OpRevoke:
+		want := "ok"
+		switch {
+		case s == nil:
+			want = "not_found"
+		case !slices.ContainsFunc(s.grants, func(g backend.Grant) bool { return g.Principal == principals[o.P] }):
+			want = "not_found"
 		}
 		return want, gotCode(reply), true
 	case OpCompact:
@@ -418,10 +472,20 @@ func (m *model) applyAdmit(o Op, res any, ss map[string]*mSession) {
 	if seq, _ := a["seq"].(float64); uint64(seq) >= ss[sid].nextSeq {
 		ss[sid].nextSeq = uint64(seq) + 1
 	}
-	if o.N == 1 {
-		ss[sid].closed = false
+	if o.Kind == OpAdmitHuman && o.N == 1 {
+		ss[sid].closed = false // reopened
 	}
 	m.upsert(a)
+}
+
+// busyOrQueued: the session has a queued, running or unknown admission.
+func (m *model) busyOrQueued(sid string) bool {
+	for _, a := range m.adm {
+		if a.session == sid && a.status != string(backend.StatusDone) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *model) claimWant(o Op) string {
@@ -614,6 +678,8 @@ func (m *model) syncState(sid, state string) {
 		Closed            bool
 		Epoch, Generation uint64
 		NextSeq           uint64
+		LeaseHolder       string
+		LeaseExpiresAt    time.Time
 		Admissions        []string
 		Err               string `json:"err"`
 	}
@@ -631,6 +697,7 @@ func (m *model) syncState(sid, state string) {
 		m.trs[v.CurrentTranscript] = sid
 	}
 	s.epoch, s.generation, s.nextSeq = v.Epoch, v.Generation, v.NextSeq
+	s.leaseHolder, s.leaseExpires = v.LeaseHolder, v.LeaseExpiresAt
 	for _, l := range v.Admissions {
 		f := strings.SplitN(l, ":", 4)
 		if len(f) != 4 {
