@@ -158,6 +158,24 @@ func (m *model) judge(o Op, reply any) (want, got string, ok bool) {
 			return "one result", st(reply), true
 		}
 		return m.admitWant(o, m.sessions), admitGot(res[0]), true
+	case OpSvcAdmit:
+		// Service.Admit: a text is required (ErrInvalid without), human
+		// input creates its session; then the store's rules.
+		got := gotCode(reply)
+		if res, _ := reply.([]any); len(res) == 1 {
+			got = admitGot(res[0])
+		}
+		parts := len(o.Ids) > 0 && o.Flag // each part's text is never empty
+		if o.X == "" && !parts || len(o.Ids) > 0 && o.N == 1 {
+			return "invalid", got, true // no text; reopen is for human input
+		}
+		p := o
+		if len(o.Ids) > 0 {
+			p.Kind, p.N = OpAdmitAuto, 0
+		} else {
+			p.Kind, p.Flag = OpAdmitHuman, true
+		}
+		return m.admitWant(p, m.sessions), got, true
 	case OpAdmitBatch:
 		// The requests are independent: each is judged against the state
 		// the ones before it left (the model applies them in order).

@@ -154,19 +154,18 @@ func (o Op) String() string {
 		fmt.Fprintf(&b, " %s owner=%s", sess, principals[o.P])
 	case OpAdmitHuman, OpAdmitAuto, OpSvcAdmit:
 		fmt.Fprintf(&b, " %s by=%s", sess, principals[o.P])
-		if o.R >= 0 && o.Kind != OpAdmitAuto {
+		if o.R >= 0 && o.Kind != OpAdmitAuto && len(o.Ids) == 0 {
 			fmt.Fprintf(&b, " req=%s", requestIDs[o.R])
 		}
 		if len(o.Ids) > 0 {
 			fmt.Fprintf(&b, " ids=%v", identityNames(o.Ids))
 		}
 		fmt.Fprintf(&b, " text=%q", o.X)
-		if o.Flag {
-			if o.Kind == OpAdmitHuman {
-				b.WriteString(" create")
-			} else {
-				b.WriteString(" parts")
-			}
+		switch {
+		case o.Flag && o.Kind == OpAdmitHuman:
+			b.WriteString(" create")
+		case o.Flag && len(o.Ids) > 0:
+			b.WriteString(" parts")
 		}
 		if o.N != 0 {
 			fmt.Fprintf(&b, " n=%d", o.N)
