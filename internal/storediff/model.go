@@ -35,6 +35,17 @@ import (
 //     session), fenced unless running under the session's epoch and
 //     generation, else done with the outcome;
 //   - cancel: not_found, conflict unless queued, else done (cancelled);
+//   - resolve: invalid for an unknown resolution, not_found, conflict
+//     unless unknown;
+//   - close: invalid for an unknown reason, not_found, conflict when
+//     closed already or when an admission is queued, running or unknown;
+//   - acquire: not_found, fenced while another holder's lease is live at
+//     the request's time, else the epoch after the session's;
+//   - revoke: not_found for an unknown session or a principal without a
+//     grant;
+//   - Service.Admit: invalid without text and for automation input asked
+//     to reopen; then the store's rules above, human input creating its
+//     session;
 //   - compact (store): not_found for an unknown session; else the done
 //     admissions not yet compacted whose settle time is strictly before
 //     the cutoff, in seq order, at most Limit: whatever the cutoff, the
@@ -43,9 +54,9 @@ import (
 //     cutoff before 1970; not_found for an unknown session; else the same
 //     selection with the cutoff clock - older-than.
 //
-// Where a rule is not held (payload_differs, parts, viewers and moves,
-// direct settles, runs, requeue, resolve, close, compress, switch,
-// grants, replay, import), the model takes the state the stores agreed on
+// Where a rule is not held (payload_differs, the payload built of parts,
+// viewers and moves, direct settles, runs, settle-claims, requeue,
+// compress, switch, grant, replay, import), the model takes the state the stores agreed on
 // from their replies and the session state after the step, and judges
 // the next step from there.
 type model struct {
