@@ -30,7 +30,12 @@ import (
 //     left: duplicate;
 //   - claim: not_found (session), fenced (epoch), busy (a running or
 //     unknown admission), not_found (admission of another session),
-//     not-head (not the queued admission of lowest seq), else running;
+//     not-head (not the queued admission of lowest seq), else running
+//     under the session's generation+1;
+//   - settle of the queued head (direct, under the current epoch): busy,
+//     or moved when the drainer expected another current transcript;
+//     else done (with a viewer and Unwatched, not judged: the stores
+//     count viewers by their own clock);
 //   - settle of a claimed turn: not_found (session, admission of another
 //     session), fenced unless running under the session's epoch and
 //     generation, else done with the outcome;
@@ -65,6 +70,7 @@ type model struct {
 	adm      map[string]*mAdm  // by normalised id
 	order    []string          // admissions by order of appearance (Runner.adm)
 	trs      map[string]string // transcript -> its session, as seen current
+	viewed   map[string]bool   // sessions a viewer was added to
 	seen     map[string]bool
 }
 
@@ -103,7 +109,7 @@ func Judge(ops []Op, tr Trace) *Failure {
 // JudgeCount is Judge, and the number of steps the model judged.
 func JudgeCount(ops []Op, tr Trace) (*Failure, int) {
 	judged := 0
-	m := &model{clock: T0, sessions: map[string]*mSession{}, adm: map[string]*mAdm{}, seen: map[string]bool{}, trs: map[string]string{}}
+	m := &model{clock: T0, sessions: map[string]*mSession{}, adm: map[string]*mAdm{}, seen: map[string]bool{}, trs: map[string]string{}, viewed: map[string]bool{}}
 	for i, o := range ops {
 		if i >= len(tr.Steps) {
 			break
@@ -224,7 +230,23 @@ func (m *model) judge(o Op, reply any) (want, got string, ok bool) {
 		if o.A >= 0 && len(m.order) == 0 || (o.A < 0 && reply == nil) {
 			return "", "", false
 		}
-		return m.claimWant(o), gotCode(reply), true
+		want := m.claimWant(o)
+		if want == "ok" && gotErr == "" {
+			// Claimed: running under the session's epoch, generation+1.
+			r, _ := reply.(map[string]any)
+			g, _ := r["generation"].(float64)
+			return fmt.Sprintf("ok running generation %d", s.generation+1), fmt.Sprintf("ok %v generation %d", r["status"], int(g)), true
+		}
+		return want, gotCode(reply), true
+	case OpSettleHead:
+		if reply == nil || s == nil || o.Flag && m.viewed[sid] {
+			return "", "", false // nothing queued; or a viewer the store counts by its own clock
+		}
+		want := "ok"
+		if m.busy(sid) || o.X != "" && o.X != s.current {
+			want = "conflict" // busy, or moved
+		}
+		return want, gotCode(reply), true
 	case OpSettle:
 		if o.A >= 0 && len(m.order) == 0 || o.N%len(outcomes) == 4 || reply == nil {
 			return "", "", false
@@ -507,6 +529,16 @@ func (m *model) applyAdmit(o Op, res any, ss map[string]*mSession) {
 	m.upsert(a)
 }
 
+// busy: the session has a running or unknown admission.
+func (m *model) busy(sid string) bool {
+	for _, a := range m.adm {
+		if a.session == sid && (a.status == string(backend.StatusRunning) || a.status == string(backend.StatusUnknown)) {
+			return true
+		}
+	}
+	return false
+}
+
 // busyOrQueued: the session has a queued, running or unknown admission.
 func (m *model) busyOrQueued(sid string) bool {
 	for _, a := range m.adm {
@@ -597,6 +629,8 @@ func (m *model) observe(o Op, reply any, state string) {
 				}
 			}
 		}
+	case OpViewer:
+		m.viewed[sessions[o.S]] = true
 	case OpReplay:
 		res, _ := reply.([]any)
 		for _, x := range res {
