@@ -46,8 +46,9 @@ import (
 //     closed already or when an admission is queued, running or unknown;
 //   - acquire: not_found, fenced while another holder's lease is live at
 //     the request's time, else the epoch after the session's;
-//   - revoke: not_found for an unknown session or a principal without a
-//     grant;
+//   - grant: invalid for an unknown role or a grant to the owner,
+//     not_found for an unknown session; revoke: not_found for an unknown
+//     session or a principal without a grant;
 //   - Service.Admit: invalid without text and for automation input asked
 //     to reopen; then the store's rules above, human input creating its
 //     session;
@@ -61,7 +62,7 @@ import (
 //
 // Where a rule is not held (payload_differs, the payload built of parts,
 // viewers and moves, direct settles, runs, settle-claims, requeue,
-// compress, switch, grant, replay, import), the model takes the state the stores agreed on
+// compress, switch, replay, import), the model takes the state the stores agreed on
 // from their replies and the session state after the step, and judges
 // the next step from there.
 type model struct {
@@ -309,6 +310,18 @@ func (m *model) judge(o Op, reply any) (want, got string, ok bool) {
 				e, _ = r["Epoch"].(float64)
 			}
 			return fmt.Sprintf("ok epoch %d", s.epoch+1), fmt.Sprintf("ok epoch %d", int(e)), true
+		}
+		return want, gotCode(reply), true
+	case OpGrant:
+		bad := roles[o.N%len(roles)] == "boss" || s != nil && principals[o.P] == s.owner
+		want := "ok"
+		switch {
+		case s == nil && bad:
+			return "", "", false // which is told first is the store's
+		case bad:
+			want = "invalid" // an unknown role, or a grant to the owner
+		case s == nil:
+			want = "not_found"
 		}
 		return want, gotCode(reply), true
 	case OpRevoke:
