@@ -38,6 +38,9 @@ func TestImportDirection(t *testing.T) {
 			"github.com/hashicorp/go-plugin", "google.golang.org/grpc", "google.golang.org/protobuf"}},
 		// The CLI hosts producers only through the host package.
 		{pkg: "internal/cli", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
+		// The differential test is handed its stores by its test file:
+		// its code depends on no store, nor on the CLI.
+		{pkg: "internal/storediff", forbidden: []string{mod + "plugins/", mod + "internal/cli", "github.com/spf13/", "github.com/redis/", "go.etcd.io/bbolt"}},
 		{pkg: "plugins/storage/redis", forbidden: []string{mod + "plugins/storage/bbolt", mod + "internal/", mod + "pkg/admission", "github.com/spf13/"}},
 	}
 	for _, r := range rules {

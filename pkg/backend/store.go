@@ -144,8 +144,10 @@ type Store interface {
 	// claimed and settled in one step: how notes and misroutes are written,
 	// so a note can never be left running. Messages never change a
 	// transcript's ended_at or end_reason, and go only to the session's own
-	// transcripts (ErrNotFound otherwise). ErrInvalid for a malformed
-	// request (CheckSettleRequest).
+	// transcripts (ErrNotFound otherwise). ErrNotFound, before any fence,
+	// when the session has no such admission. With both Unwatched and
+	// ExpectCurrent failing, ErrMoved. ErrInvalid for a malformed request
+	// (CheckSettleRequest).
 	Settle(ctx context.Context, req SettleRequest) (Admission, error)
 
 	// SettleRun settles a run of admissions at the session's FIFO head in

@@ -66,6 +66,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store
 	all = append(all, roundTripTests...)
 	all = append(all, concurrencyTests...)
 	all = append(all, edgeTests...)
+	all = append(all, divergenceTests...)
 	all = append(all, faultTests...)
 	wrapped := func(t *testing.T) backend.Store { return NewFaultStore(newStore(t)) }
 	all = append(all, compactTests...)

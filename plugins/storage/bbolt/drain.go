@@ -277,15 +277,20 @@ func (t *txn) checkRunning(op string, req backend.SettleRequest) (*bolt.Bucket, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if req.Epoch != rec.Epoch || req.Generation != rec.Generation {
-		return nil, nil, nil, fmt.Errorf("bbolt: %s %s: (epoch %d, generation %d), session %s is at (%d, %d): %w",
-			op, req.AdmissionID, req.Epoch, req.Generation, rec.ID, rec.Epoch, rec.Generation, backend.ErrFenced)
-	}
+	// An admission the session does not have is not found before any
+	// fence is looked at, as settle.lua and requeue.lua decide.
 	_, _, a, err := t.admission(req.AdmissionID)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if a.Session != req.Session || a.Status != string(backend.StatusRunning) || a.Epoch != req.Epoch || a.Generation != req.Generation {
+	if a.Session != req.Session {
+		return nil, nil, nil, backend.Errorf(backend.ErrNotFound, "bbolt: %s %s: no such admission in session %s", op, req.AdmissionID, rec.ID)
+	}
+	if req.Epoch != rec.Epoch || req.Generation != rec.Generation {
+		return nil, nil, nil, fmt.Errorf("bbolt: %s %s: (epoch %d, generation %d), session %s is at (%d, %d): %w",
+			op, req.AdmissionID, req.Epoch, req.Generation, rec.ID, rec.Epoch, rec.Generation, backend.ErrFenced)
+	}
+	if a.Status != string(backend.StatusRunning) || a.Epoch != req.Epoch || a.Generation != req.Generation {
 		return nil, nil, nil, fmt.Errorf("bbolt: %s %s: it is %s under (epoch %d, generation %d): %w",
 			op, req.AdmissionID, a.Status, a.Epoch, a.Generation, backend.ErrFenced)
 	}
@@ -434,6 +439,11 @@ func (t *txn) settleWith(st *settleSession, a *admRec, req backend.SettleRequest
 		if a, err = t.checkHead("settle", sb, rec, req.AdmissionID, req.Epoch); err != nil {
 			return out, err
 		}
+		// A move is told before a viewer, as settle_run.lua tells it: the
+		// drainer decides again either way, and then sees the viewer.
+		if err := checkMoved(rec, req); err != nil {
+			return out, err
+		}
 		if req.Unwatched {
 			if n := t.liveViewers(sb, time.Now()); n > 0 {
 				if tr, err := t.transcript(req.DeliveredTo); err == nil && tr.EndedAt.IsZero() {
@@ -443,9 +453,8 @@ func (t *txn) settleWith(st *settleSession, a *admRec, req backend.SettleRequest
 			}
 		}
 	}
-	if req.ExpectCurrent != "" && rec.CurrentTranscript != req.ExpectCurrent {
-		return out, fmt.Errorf("bbolt: settle %s: session %s now names transcript %s, not %s: %w",
-			req.AdmissionID, req.Session, rec.CurrentTranscript, req.ExpectCurrent, backend.ErrMoved)
+	if err := checkMoved(rec, req); err != nil {
+		return out, err
 	}
 	// Load every target transcript before writing anything.
 	for _, m := range req.Messages {
@@ -572,4 +581,13 @@ func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (backend.A
 		return t.saveAdmission(sb, rec, a, &out)
 	})
 	return out, err
+}
+
+// checkMoved is ErrMoved when req expected another current transcript.
+func checkMoved(rec *sessionRec, req backend.SettleRequest) error {
+	if req.ExpectCurrent != "" && rec.CurrentTranscript != req.ExpectCurrent {
+		return fmt.Errorf("bbolt: settle %s: session %s now names transcript %s, not %s: %w",
+			req.AdmissionID, req.Session, rec.CurrentTranscript, req.ExpectCurrent, backend.ErrMoved)
+	}
+	return nil
 }

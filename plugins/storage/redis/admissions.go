@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -261,7 +262,21 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 		}
 		if n == 0 {
 			if _, err := s.claimTranscript(ctx, sid, sid); err != nil {
-				return nil, err
+				if !errors.Is(err, backend.ErrConflict) {
+					return nil, err
+				}
+				// The session cannot be created (its first transcript's id
+				// is another's): the requests that would create it are
+				// refused with that conflict, the others find no session,
+				// each its own result as bbolt gives them.
+				for _, i := range run {
+					if reqs[i].Kind == backend.KindHuman && reqs[i].CreateSession {
+						out[i].Err = err
+					} else {
+						out[i].Err = backend.Errorf(backend.ErrNotFound, "redis: admit to session %s: no such session", sid)
+					}
+				}
+				return out, nil
 			}
 			if err := s.indexSession(ctx, sid); err != nil {
 				return nil, err

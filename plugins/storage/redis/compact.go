@@ -38,7 +38,16 @@ func (s *Store) Compact(ctx context.Context, req backend.CompactRequest) (backen
 	sid := req.Session
 	before := cutoffNs(req.Before)
 	if before == "" {
-		return out, nil // nothing was settled before that time
+		// Nothing was settled before that time; an unknown session is
+		// still ErrNotFound, as for any other cutoff.
+		n, err := s.client.Exists(ctx, s.k.session(sid)).Result()
+		if err != nil {
+			return out, s.wrap("compact session "+sid, err)
+		}
+		if n == 0 {
+			return out, backend.Errorf(backend.ErrNotFound, "redis: compact: session %s", sid)
+		}
+		return out, nil
 	}
 	r, err := s.eval(ctx, scriptCompact, []string{s.k.session(sid), s.k.admissions(sid), s.k.payloads(sid), s.k.seqs(sid)},
 		s.k.changes(), sid, before, req.Limit, strconv.FormatUint(req.After, 10), req.Scan)

@@ -149,7 +149,8 @@ func (s *Store) OpenSession(ctx context.Context, req backend.OpenSessionRequest)
 	if err != nil {
 		return backend.Session{}, false, s.wrap("open session "+req.ID, err)
 	}
-	sess, err := s.GetSession(ctx, req.ID, time.Time{})
+	// Viewers counted at the request's time, as GetSession counts them.
+	sess, err := s.GetSession(ctx, req.ID, req.Now)
 	return sess, status(r) == "created", err
 }
 

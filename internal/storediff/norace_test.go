@@ -1,0 +1,5 @@
+//go:build !race
+
+package storediff_test
+
+const raceEnabled = false
