@@ -84,6 +84,21 @@ type mSession struct {
 	nextSeq           uint64
 	leaseHolder       string
 	leaseExpires      time.Time
+	leasePrincipal    string // who the last lease was taken as: claims are checked against it
+}
+
+// mayDrain is the drain right of the session's lease principal, checked
+// by every claim (docs/contract.md §10): backend.Permits, the one rule.
+func (s *mSession) mayDrain() bool {
+	return backend.Permits(s.owner, s.grants, s.leasePrincipal, backend.ActDrain, "")
+}
+
+// drainer is the principal an acquire asks for.
+func (s *mSession) drainer(p int) string {
+	if p < 0 {
+		return s.owner
+	}
+	return principals[p]
 }
 
 type mAdm struct {
@@ -244,7 +259,10 @@ func (m *model) judge(o Op, reply any) (want, got string, ok bool) {
 			return "", "", false // nothing queued; or a viewer the store counts by its own clock
 		}
 		want := "ok"
-		if m.busy(sid) || o.X != "" && o.X != s.current {
+		switch {
+		case !s.mayDrain():
+			want = "forbidden"
+		case m.busy(sid) || o.X != "" && o.X != s.current:
 			want = "conflict" // busy, or moved
 		}
 		return want, gotCode(reply), true
@@ -300,6 +318,8 @@ func (m *model) judge(o Op, reply any) (want, got string, ok bool) {
 		switch {
 		case s == nil:
 			want = "not_found"
+		case !backend.Permits(s.owner, s.grants, s.drainer(o.P), backend.ActDrain, ""):
+			want = "forbidden"
 		case s.leaseHolder != "" && s.leaseHolder != holders[o.H] && m.clock.Before(s.leaseExpires):
 			want = "fenced" // lease held
 		}
@@ -571,6 +591,9 @@ func (m *model) claimWant(o Op) string {
 	if o.Flag {
 		return "fenced" // the epoch before the current one
 	}
+	if !s.mayDrain() {
+		return "forbidden"
+	}
 	var head *mAdm
 	busy := false
 	for _, a := range m.adm {
@@ -641,6 +664,19 @@ func (m *model) observe(o Op, reply any, state string) {
 					m.trs[sid] = sid
 				}
 			}
+		}
+		// A batch's requests may reopen sessions other than o.S, whose
+		// state alone is read after the step.
+		if o.Kind == OpAdmitBatch {
+			for i, sub := range o.Sub {
+				if i < len(res) && sub.Kind != OpAdmitBad {
+					m.applyAdmit(sub, res[i], m.sessions)
+				}
+			}
+		}
+	case OpAcquire:
+		if s := m.sessions[sessions[o.S]]; s != nil && errOf(reply) == "" {
+			s.leasePrincipal = s.drainer(o.P)
 		}
 	case OpViewer:
 		m.viewed[sessions[o.S]] = true

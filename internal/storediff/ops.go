@@ -34,7 +34,7 @@ const (
 	OpSvcAdmit    = "svc-admit"    // Service.Admit, human or automation; text X may be empty (invalid)
 	OpGrant       = "grant"        // Grant(S, P, role N)
 	OpRevoke      = "revoke"       // Revoke(S, P)
-	OpAcquire     = "acquire"      // AcquireLease(S, holder H)
+	OpAcquire     = "acquire"      // AcquireLease(S, holder H, as principal P; -1: the owner)
 	OpRelease     = "release"      // ReleaseLease(S, holder H, current epoch)
 	OpClaim       = "claim"        // Claim(S, admission A or the head, epoch current or stale)
 	OpSettle      = "settle"       // Settle the running admission (or A) of S
@@ -185,7 +185,9 @@ func (o Op) String() string {
 		fmt.Fprintf(&b, " %s %s role=%s", sess, principals[o.P], roles[o.N%len(roles)])
 	case OpRevoke:
 		fmt.Fprintf(&b, " %s %s", sess, principals[o.P])
-	case OpAcquire, OpRelease:
+	case OpAcquire:
+		fmt.Fprintf(&b, " %s holder=%s as=%s", sess, holders[o.H], drainerName(o.P))
+	case OpRelease:
 		fmt.Fprintf(&b, " %s holder=%s", sess, holders[o.H])
 	case OpClaim:
 		fmt.Fprintf(&b, " %s %s stale=%v mode=%d", sess, ref(o.A), o.Flag, o.N)
@@ -356,7 +358,15 @@ func genOp(rng *rand.Rand, weights []weight) Op {
 		o.N = rng.IntN(len(roles))
 	case OpRevoke:
 		o.P = 1 + rng.IntN(3)
-	case OpAcquire, OpRelease:
+	case OpAcquire:
+		o.H = rng.IntN(2)
+		// Mostly the session's owner, who may drain; sometimes another
+		// principal, who may only with a grant (drainer or owner).
+		o.P = -1
+		if rng.IntN(4) == 0 {
+			o.P = rng.IntN(len(principals))
+		}
+	case OpRelease:
 		o.H = rng.IntN(2)
 	case OpClaim:
 		o.A = pickRef(rng)
@@ -482,4 +492,13 @@ func pickOlderThan(rng *rand.Rand) time.Duration {
 	default:
 		return time.Duration(1+rng.IntN(300)) * time.Second
 	}
+}
+
+// drainerName names the principal an acquire asks for: P, or "owner"
+// (-1) for the session's owner whoever it is.
+func drainerName(p int) string {
+	if p < 0 {
+		return "owner"
+	}
+	return principals[p]
 }

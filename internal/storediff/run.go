@@ -365,7 +365,13 @@ func (r *Runner) apply(ctx context.Context, o Op) (any, error) {
 	case OpRevoke:
 		return nil, r.St.Revoke(ctx, sid, principals[o.P])
 	case OpAcquire:
-		return r.St.AcquireLease(ctx, backend.LeaseRequest{Session: sid, Holder: holders[o.H], TTL: 30 * time.Second, Now: now})
+		who := ""
+		if o.P >= 0 {
+			who = principals[o.P]
+		} else if s, err := r.current(ctx, sid); err == nil {
+			who = s.Owner
+		}
+		return r.St.AcquireLease(ctx, backend.LeaseRequest{Session: sid, Holder: holders[o.H], Principal: who, TTL: 30 * time.Second, Now: now})
 	case OpRelease:
 		s, err := r.current(ctx, sid)
 		if err != nil {
