@@ -241,6 +241,16 @@ func (r *Runner) first(ctx context.Context, sid string, st backend.Status) (back
 	return as[0], true
 }
 
+// pick is the admission an op names: admission ref a, or (a < 0) the
+// session's first in status st; false when there is none.
+func (r *Runner) pick(ctx context.Context, sid string, a int, st backend.Status) (string, bool) {
+	if a >= 0 {
+		return r.ref(a), true
+	}
+	x, ok := r.first(ctx, sid, st)
+	return x.ID, ok
+}
+
 // errNothing is the reply of an operation that found nothing to act on.
 var errNothing = errors.New("nothing to act on")
 
@@ -383,12 +393,8 @@ func (r *Runner) apply(ctx context.Context, o Op) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		id := ""
-		if o.A >= 0 {
-			id = r.ref(o.A)
-		} else if h, ok := r.first(ctx, sid, backend.StatusQueued); ok {
-			id = h.ID
-		} else {
+		id, ok := r.pick(ctx, sid, o.A, backend.StatusQueued)
+		if !ok {
 			return nil, errNothing
 		}
 		epoch := s.Epoch
@@ -476,22 +482,14 @@ func (r *Runner) apply(ctx context.Context, o Op) (any, error) {
 		}
 		return r.St.SettleRun(ctx, reqs)
 	case OpResolve:
-		id := ""
-		if o.A >= 0 {
-			id = r.ref(o.A)
-		} else if a, ok := r.first(ctx, sid, backend.StatusUnknown); ok {
-			id = a.ID
-		} else {
+		id, ok := r.pick(ctx, sid, o.A, backend.StatusUnknown)
+		if !ok {
 			return nil, errNothing
 		}
 		return r.St.Resolve(ctx, id, resolutions[o.N%len(resolutions)], now)
 	case OpCancel:
-		id := ""
-		if o.A >= 0 {
-			id = r.ref(o.A)
-		} else if a, ok := r.first(ctx, sid, backend.StatusQueued); ok {
-			id = a.ID
-		} else {
+		id, ok := r.pick(ctx, sid, o.A, backend.StatusQueued)
+		if !ok {
 			return nil, errNothing
 		}
 		return r.St.Cancel(ctx, id, now)
