@@ -37,22 +37,59 @@ func childPIDs(pid int) []int {
 
 // TestChaosProducers (issue 23, acceptance 6): the delegation and process
 // producers record events into their outboxes while `producers run` (as
-// ACL user dave) delivers them, and meanwhile Redis pauses writes (CLIENT
-// PAUSE WRITE), dave's grant on a session is revoked and restored (the
-// store refuses his admissions), and plugins are killed with SIGKILL. At
-// the end every recorded event is delivered exactly once: the outboxes
-// and the store compared event by event; none dropped, none rejected, and
-// after a drain each is noted once. Small by default; HERMESQ_CHAOS=1
-// runs HERMESQ_CHAOS_INPUTS events (default 2000).
+// dave, who holds a writer grant from the sessions' owner alice) delivers
+// them, and meanwhile the store takes no writes for a while (Redis: CLIENT
+// PAUSE WRITE; bbolt: its lock held by another process past dave's
+// timeout), dave's grant on a session is revoked and restored (the store
+// refuses his admissions), and plugins are killed with SIGKILL. At the end
+// every recorded event is delivered exactly once: the outboxes and the
+// store compared event by event; none dropped, none rejected, and after a
+// drain each is noted once. Small by default; HERMESQ_CHAOS=1 runs
+// HERMESQ_CHAOS_INPUTS events (default 2000).
 func TestChaosProducers(t *testing.T) {
 	if _, err := os.Stat("/proc/self/task"); err != nil {
 		t.Skip("needs Linux /proc to find the plugin processes")
 	}
-	redistest.Require(t)
+	t.Run("bbolt", func(t *testing.T) {
+		db := filepath.Join(t.TempDir(), "hermesq.db")
+		as := func(p string) *cli {
+			c := newCLI(t, "bbolt://"+db)
+			c.env = append(c.env, "HERMESQ_PRINCIPAL_OVERRIDE=true", "HERMESQ_PRINCIPAL="+p)
+			return c
+		}
+		dave := as("dave")
+		dave.env = append(dave.env, "HERMESQ_TIMEOUT=300ms") // a held lock is a refusal, not a wait
+		chaosProducers(t, as("alice"), dave, func(d time.Duration) {
+			// The store's lock, held as another hermesq process would.
+			fd, err := syscall.Open(db+".lock", syscall.O_RDWR|syscall.O_CREAT|syscall.O_CLOEXEC, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Close(fd)
+			if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(d)
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		redistest.Require(t)
+		srv := redistest.Start(t, redistest.WithACL("hq-ops", "ops-pw-1"))
+		alice := newCLI(t, aclUser(t, srv, "alice", "alice-pw-1"))
+		dave := newCLI(t, aclUser(t, srv, "dave", "dave-pw-1"))
+		chaosProducers(t, alice, dave, func(d time.Duration) {
+			_, _ = srv.Do("CLIENT", "PAUSE", strconv.Itoa(int(d/time.Millisecond)), "WRITE")
+		})
+		_, _ = srv.Do("CLIENT", "UNPAUSE")
+	})
+}
+
+// chaosProducers is the soak of TestChaosProducers on one store: alice
+// owns the sessions, dave runs the producers, pause makes the store take
+// no writes for a while.
+func chaosProducers(t *testing.T, alice, dave *cli, pause func(time.Duration)) {
 	inputs, sessions := chaosSize(t)
-	srv := redistest.Start(t, redistest.WithACL("hq-ops", "ops-pw-1"))
-	alice := newCLI(t, aclUser(t, srv, "alice", "alice-pw-1"))
-	dave := withPlugins(t, newCLI(t, aclUser(t, srv, "dave", "dave-pw-1")), "delegation", "process")
+	dave = withPlugins(t, dave, "delegation", "process")
 	dave.env = append(dave.env, "HERMESQ_PRODUCER_BACKOFF=100ms", "HERMESQ_PRODUCER_BACKOFF_CAP=1s")
 	grant := func(s string) {
 		alice.ok("session", "grant", s, "dave", "--role", "writer", "--producer", "delegation", "--producer", "process")
@@ -110,7 +147,7 @@ func TestChaosProducers(t *testing.T) {
 		mu.Lock()
 		switch turn % 3 {
 		case 0:
-			_, _ = srv.Do("CLIENT", "PAUSE", strconv.Itoa(100+rng.IntN(1900)), "WRITE")
+			pause(time.Duration(100+rng.IntN(1900)) * time.Millisecond)
 			counts["pauses"]++
 		case 1:
 			s := names[rng.IntN(len(names))]
@@ -131,7 +168,6 @@ func TestChaosProducers(t *testing.T) {
 		}
 		mu.Unlock()
 	}
-	_, _ = srv.Do("CLIENT", "UNPAUSE")
 	for s := range revoked {
 		grant(s)
 	}
