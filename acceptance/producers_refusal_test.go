@@ -134,16 +134,7 @@ func TestProducerWaitsForTheSession(t *testing.T) {
 		}
 
 		c.ok("session", "open", "later")
-		e := c.outbox("delegation")[id]
-		time.Sleep(time.Until(e.NotBefore.Add(20 * time.Millisecond)))
-		c.ok("producers", "run", "--once")
-		if e := c.outbox("delegation")[id]; e.State != producer.StateDelivered {
-			t.Fatalf("A after the session opened: %+v, want delivered", e)
-		}
-		c.ok("drain", "later")
-		if notes, occ := noteCounts(c.messages("later"), "RESULT_later"); notes != 1 || occ != 1 {
-			t.Fatalf("A noted in %d notes, %d times; want once", notes, occ)
-		}
+		deliveredOnce(t, c, c, "later", id, "RESULT_later", "A after the session opened")
 	})
 }
 
@@ -176,15 +167,7 @@ func TestProducerWaitsForTheGrant(t *testing.T) {
 	}
 
 	alice.ok("session", "grant", "s1", "dave", "--role", "writer", "--producer", "delegation")
-	time.Sleep(time.Until(e.NotBefore.Add(20 * time.Millisecond)))
-	dave.ok("producers", "run", "--once")
-	if e := dave.outbox("delegation")[id]; e.State != producer.StateDelivered {
-		t.Fatalf("G after the grant: %+v, want delivered", e)
-	}
-	alice.ok("drain", "s1")
-	if notes, occ := noteCounts(alice.messages("s1"), "RESULT_granted"); notes != 1 || occ != 1 {
-		t.Fatalf("G noted in %d notes, %d times; want once", notes, occ)
-	}
+	deliveredOnce(t, dave, alice, "s1", id, "RESULT_granted", "G after the grant")
 }
 
 // TestProducerCallDeadlines (issue 23, acceptance 3): plugins that hang in
@@ -345,4 +328,22 @@ func TestProducerReports(t *testing.T) {
 			t.Errorf("waiting after the drop: %v", got)
 		}
 	})
+}
+
+// deliveredOnce checks that delegation event id, refused and waiting until
+// its not-before time, is delivered by the next producers run --once of
+// host once that time has passed, and noted once in session (drained by
+// owner), marked by marker. what names the event and the mend.
+func deliveredOnce(t *testing.T, host, owner *cli, session, id, marker, what string) {
+	t.Helper()
+	e := host.outbox("delegation")[id]
+	time.Sleep(time.Until(e.NotBefore.Add(20 * time.Millisecond)))
+	host.ok("producers", "run", "--once")
+	if e := host.outbox("delegation")[id]; e.State != producer.StateDelivered {
+		t.Fatalf("%s: %+v, want delivered", what, e)
+	}
+	owner.ok("drain", session)
+	if notes, occ := noteCounts(owner.messages(session), marker); notes != 1 || occ != 1 {
+		t.Fatalf("%s: noted in %d notes, %d times; want once", what, notes, occ)
+	}
 }
