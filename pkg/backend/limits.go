@@ -120,3 +120,7 @@ func ReadFileLimit(what, path string, limit int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// MaxPayloadBytes is the largest canonical payload any configuration
+// accepts (4 MiB).
+const MaxPayloadBytes = 4 << 20
