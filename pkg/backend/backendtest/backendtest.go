@@ -2,11 +2,18 @@
 // a store's own test file is a few lines calling RunConformanceTests (and
 // RunBenchmarks) with a constructor of fresh, empty stores.
 //
-// The suite tests only the backend.Store contract (pkg/backend/store.go,
-// docs/contract.md §2, §4, §5, §7). Time is steered through the requests' Now
-// fields (and GetSession's and ListSessions' now, which count live viewers),
-// never by sleeping. Times used are whole seconds, so a store may keep times
-// at millisecond precision.
+// The suite tests only the backend.Store contract (pkg/backend/store.go and
+// its role files, docs/contract.md §2, §4, §5, §7). Its cases are grouped as
+// the Store is: one file a role, named for it (sessions.go, admissions.go,
+// drain.go, transcripts.go, maintenance.go), running that role's cases,
+// which live in files with the role as prefix (drain_lease.go,
+// maintenance_compact.go…); the cases that cross roles keep their own
+// files (concurrency.go, divergence.go, faults.go).
+//
+// Time is steered through the requests' Now fields (and GetSession's and
+// ListSessions' now, which count live viewers), never by sleeping. Times
+// used are whole seconds, so a store may keep times at millisecond
+// precision.
 package backendtest
 
 import (
@@ -19,7 +26,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -47,38 +53,37 @@ type suiteTest struct {
 // RunConformanceTests runs every conformance test, each in a parallel
 // subtest on its own fresh store from newStore, seen through a FaultStore
 // (transparent until a test arms a fault). newStore registers any cleanup
-// (closing the store, removing files) with t.Cleanup.
+// (closing the store, removing files) with t.Cleanup. The cases are
+// grouped by the role of backend.Store they hold to, one file a role
+// (sessions.go, admissions.go, drain.go, transcripts.go, maintenance.go),
+// then those that cross roles: concurrency, divergence, faults.
 func RunConformanceTests(t *testing.T, newStore func(t *testing.T) backend.Store) {
 	t.Helper()
-	var all []suiteTest
-	all = append(all, sessionTests...)
-	all = append(all, admitTests...)
-	all = append(all, partsTests...)
-	all = append(all, movedTests...)
-	all = append(all, leaseTests...)
-	all = append(all, settleTests...)
-	all = append(all, settleRunTests...)
-	all = append(all, settleClaimTests...)
-	all = append(all, drainRightTests...)
-	all = append(all, lineageTests...)
-	all = append(all, exportTests...)
-	all = append(all, importTests...)
-	all = append(all, roundTripTests...)
-	all = append(all, concurrencyTests...)
-	all = append(all, edgeTests...)
-	all = append(all, divergenceTests...)
-	all = append(all, faultTests...)
 	wrapped := func(t *testing.T) backend.Store { return NewFaultStore(newStore(t)) }
-	all = append(all, compactTests...)
-	for _, tc := range all {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if tc.fresh != nil {
-				tc.fresh(t, wrapped)
-				return
-			}
-			tc.fn(t, wrapped(t))
-		})
+	testSessions(t, wrapped)
+	testAdmissions(t, wrapped)
+	testDrain(t, wrapped)
+	testTranscripts(t, wrapped)
+	testMaintenance(t, wrapped)
+	runCases(t, wrapped, concurrencyTests, divergenceTests, faultTests)
+}
+
+// runCases runs each case of each list in a parallel subtest of t named
+// for the case, on its own store from newStore (or, for a fresh case,
+// handing it newStore).
+func runCases(t *testing.T, newStore func(t *testing.T) backend.Store, lists ...[]suiteTest) {
+	t.Helper()
+	for _, list := range lists {
+		for _, tc := range list {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				if tc.fresh != nil {
+					tc.fresh(t, newStore)
+					return
+				}
+				tc.fn(t, newStore(t))
+			})
+		}
 	}
 }
 

@@ -7,15 +7,17 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var settleTests = []suiteTest{
+var drainSettleTests = []suiteTest{
+	{name: "Settle/ExpectCurrent", fn: testSettleExpectCurrent},
 	{name: "Settle/Messages", fn: testSettleMessages},
 	{name: "Settle/Fenced", fn: testSettleFenced},
 	{name: "Settle/Direct", fn: testSettleDirect},
 	{name: "Settle/NoteOnEndedTranscript", fn: testSettleEndedTranscript},
 	{name: "Settle/FencingRace", fn: testFencingRace},
 	{name: "Requeue", fn: testRequeue},
-	{name: "Resolve", fn: testResolve},
-	{name: "Cancel", fn: testCancel},
+	// Edges: what the stores once answered differently where the
+	// contract's words decide (store.go, errors.go): every store answers alike.
+	{name: "Edges/SettleMalformed", fn: testSettleMalformed},
 }
 
 func testSettleMessages(t *testing.T, s backend.Store) {
@@ -263,82 +265,102 @@ func testRequeue(t *testing.T, s backend.Store) {
 	wantErr(t, "requeue under the old generation", err, backend.ErrFenced)
 }
 
-func testResolve(t *testing.T, s backend.Store) {
+// A settle with an outcome or message role outside the contract is
+// ErrInvalid; a message for a transcript of another session is
+// ErrNotFound (a session's settle writes only its own transcripts). Each
+// writes nothing: the admission stays running and settles afterwards.
+func testSettleMalformed(t *testing.T, s backend.Store) {
 	openSession(t, s, "s1")
-	var ids []string
-	for _, text := range []string{"a", "b", "c", "d"} {
-		ids = append(ids, human(t, s, "s1", text).ID)
+	openSession(t, s, "s2")
+	l := acquire(t, s, "s1", "A", T0)
+	a := claim(t, s, l, human(t, s, "s1", "q").ID, T0)
+	req := func(mod func(r *backend.SettleRequest)) backend.SettleRequest {
+		r := backend.SettleRequest{Session: "s1", AdmissionID: a.ID, Epoch: a.Epoch, Generation: a.Generation,
+			Outcome: backend.OutcomeCompleted, Messages: turnMessages("s1", "q", "r"), Now: T0}
+		mod(&r)
+		return r
 	}
-	_, err := s.Resolve(ctxOf(t), ids[0], backend.ResolveCompleted, T0)
-	wantErr(t, "resolve a queued admission", err, backend.ErrConflict)
-	_, err = s.Resolve(ctxOf(t), "ffffffffffffffffffffffffffffffff", backend.ResolveCompleted, T0)
-	wantErr(t, "resolve an unknown id", err, backend.ErrNotFound)
-
-	// makeUnknown claims the head and loses the lease.
-	var now time.Duration
-	makeUnknown := func(id string) {
-		t.Helper()
-		now += time.Hour
-		l := acquire(t, s, "s1", "A", at(now))
-		claim(t, s, l, id, at(now))
-		now += time.Hour
-		acquire(t, s, "s1", "B", at(now))
-		if got := getAdmission(t, s, id); got.Status != backend.StatusUnknown {
-			t.Fatalf("%s: %s, want unknown", id, got.Status)
+	for what, c := range map[string]struct {
+		req  backend.SettleRequest
+		want error
+	}{
+		"no outcome":                   {req(func(r *backend.SettleRequest) { r.Outcome = "" }), backend.ErrInvalid},
+		"unknown outcome":              {req(func(r *backend.SettleRequest) { r.Outcome = "skipped" }), backend.ErrInvalid},
+		"unknown role":                 {req(func(r *backend.SettleRequest) { r.Messages[1].Role = "system" }), backend.ErrInvalid},
+		"bad transcript id":            {req(func(r *backend.SettleRequest) { r.Messages[0].Transcript = "bad id" }), backend.ErrInvalid},
+		"another session's transcript": {req(func(r *backend.SettleRequest) { r.Messages[1].Transcript = "s2" }), backend.ErrNotFound},
+		"unknown transcript":           {req(func(r *backend.SettleRequest) { r.Messages[1].Transcript = "nowhere" }), backend.ErrNotFound},
+	} {
+		_, err := s.Settle(ctxOf(t), c.req)
+		wantErr(t, "settle with "+what, err, c.want)
+	}
+	for _, tr := range []string{"s1", "s2"} {
+		if n := len(listMessages(t, s, tr)); n != 0 {
+			t.Errorf("refused settles wrote %d messages to %s", n, tr)
 		}
 	}
-	makeUnknown(ids[0])
-	r, err := s.Resolve(ctxOf(t), ids[0], backend.ResolveCompleted, at(now))
-	noErr(t, "resolve completed", err)
-	if r.Status != backend.StatusDone || r.Outcome != backend.OutcomeCompleted || !r.SettledAt.Equal(at(now)) {
-		t.Errorf("resolved completed: %s %s %v", r.Status, r.Outcome, r.SettledAt)
+	if got := getAdmission(t, s, a.ID); got.Status != backend.StatusRunning {
+		t.Errorf("after refused settles the admission is %s, want running", got.Status)
 	}
-	_, err = s.Resolve(ctxOf(t), ids[0], backend.ResolveInterrupted, at(now))
-	wantErr(t, "resolve a done admission", err, backend.ErrConflict)
-
-	makeUnknown(ids[1])
-	r, err = s.Resolve(ctxOf(t), ids[1], backend.ResolveInterrupted, at(now))
-	noErr(t, "resolve interrupted", err)
-	if r.Status != backend.StatusDone || r.Outcome != backend.OutcomeInterrupted {
-		t.Errorf("resolved interrupted: %s %s", r.Status, r.Outcome)
-	}
-
-	makeUnknown(ids[2])
-	r, err = s.Resolve(ctxOf(t), ids[2], backend.ResolveRequeue, at(now))
-	noErr(t, "resolve requeue", err)
-	if r.Status != backend.StatusQueued || r.Outcome != "" {
-		t.Errorf("resolved requeue: %s %q", r.Status, r.Outcome)
-	}
-	head := listAdmissions(t, s, "s1", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusQueued}, Limit: 1})
-	if len(head) != 1 || head[0].ID != ids[2] {
-		t.Errorf("requeued admission is not back at the head")
-	}
-	sess := getSession(t, s, "s1")
-	if sess.Unknown != 0 || sess.Queued != 2 || sess.State() != backend.StateIdle {
-		t.Errorf("after resolves: unknown %d queued %d state %s", sess.Unknown, sess.Queued, sess.State())
-	}
+	settleTurn(t, s, a, "r", T0)
 }
 
-func testCancel(t *testing.T, s backend.Store) {
+// testSettleExpectCurrent: a settle that names the current transcript its
+// drainer decided on is refused (ErrMoved, nothing written) once the
+// session names another, for a claimed turn, a direct note and a note run;
+// with the right one it goes through.
+func testSettleExpectCurrent(t *testing.T, s backend.Store) {
 	openSession(t, s, "s1")
-	a := human(t, s, "s1", "a")
-	b := human(t, s, "s1", "b")
-	c := human(t, s, "s1", "c")
-	got, err := s.Cancel(ctxOf(t), b.ID, at(time.Second))
-	noErr(t, "cancel", err)
-	if got.Status != backend.StatusDone || got.Outcome != backend.OutcomeCancelled || !got.SettledAt.Equal(at(time.Second)) {
-		t.Errorf("cancelled: %s %s %v", got.Status, got.Outcome, got.SettledAt)
-	}
-	_, err = s.Cancel(ctxOf(t), b.ID, at(time.Second))
-	wantErr(t, "cancel a done admission", err, backend.ErrConflict)
+	h := human(t, s, "s1", "question")
+	n1 := auto(t, s, "s1", "note one", "n1").Admission
+	n2 := auto(t, s, "s1", "note two", "n2").Admission
 	l := acquire(t, s, "s1", "A", T0)
-	claim(t, s, l, a.ID, T0)
-	_, err = s.Cancel(ctxOf(t), a.ID, T0)
-	wantErr(t, "cancel a running admission", err, backend.ErrConflict)
-	_, err = s.Cancel(ctxOf(t), "ffffffffffffffffffffffffffffffff", T0)
-	wantErr(t, "cancel an unknown id", err, backend.ErrNotFound)
-	if sess := getSession(t, s, "s1"); sess.Queued != 1 {
-		t.Errorf("queued %d, want 1 (c)", sess.Queued)
+	c := claim(t, s, l, h.ID, at(time.Second))
+	_, err := s.Compress(ctxOf(t), "s1", "s1.2", at(2*time.Second))
+	noErr(t, "compress", err)
+	before := export(t, s)
+
+	turn := backend.SettleRequest{
+		Session: "s1", AdmissionID: h.ID, Epoch: c.Epoch, Generation: c.Generation, Outcome: backend.OutcomeCompleted,
+		Messages: turnMessages("s1", "question", "answer"), ExpectCurrent: "s1", Now: at(3 * time.Second),
 	}
-	_ = c
+	_, err = s.Settle(ctxOf(t), turn)
+	wantErr(t, "turn settle decided on s1 after the compression", err, backend.ErrMoved)
+	diff(t, "store after the refused settle", before, export(t, s))
+
+	turn.ExpectCurrent, turn.Messages, turn.DeliveredTo = "s1.2", turnMessages("s1.2", "question", "answer"), "s1.2"
+	got, err := s.Settle(ctxOf(t), turn)
+	noErr(t, "turn settle decided on s1.2", err)
+	if got.DeliveredTo != "s1.2" || got.Status != backend.StatusDone {
+		t.Errorf("settled turn: delivered to %q, status %s", got.DeliveredTo, got.Status)
+	}
+
+	note := func(a backend.Admission, current, target string) backend.SettleRequest {
+		return backend.SettleRequest{
+			Session: "s1", AdmissionID: a.ID, Epoch: l.Epoch, Direct: true, Outcome: backend.OutcomeCompleted,
+			Mode: backend.ModeNote, DeliveredTo: target, Messages: []backend.NewMessage{noteMessage(target, a)},
+			ExpectCurrent: current, Now: at(4 * time.Second),
+		}
+	}
+	before = export(t, s)
+	_, err = s.Settle(ctxOf(t), note(n1, "s1", "s1"))
+	wantErr(t, "direct note decided on s1", err, backend.ErrMoved)
+	done, err := s.SettleRun(ctxOf(t), []backend.SettleRequest{note(n1, "s1", "s1"), note(n2, "s1", "s1")})
+	wantErr(t, "note run decided on s1", err, backend.ErrMoved)
+	if len(done) != 0 {
+		t.Errorf("a refused run settled %d admissions", len(done))
+	}
+	diff(t, "store after the refused notes", before, export(t, s))
+
+	done, err = s.SettleRun(ctxOf(t), []backend.SettleRequest{note(n1, "s1.2", "s1.2"), note(n2, "s1.2", "s1.2")})
+	noErr(t, "note run decided on s1.2", err)
+	if len(done) != 2 {
+		t.Fatalf("run settled %d, want 2", len(done))
+	}
+	if n := getTranscript(t, s, "s1").MessageCount; n != 0 {
+		t.Errorf("s1 (ended) has %d messages, want 0", n)
+	}
+	if tr := getTranscript(t, s, "s1.2"); tr.MessageCount != 4 || tr.NoteCount != 2 {
+		t.Errorf("s1.2: %d messages, %d notes; want 4, 2", tr.MessageCount, tr.NoteCount)
+	}
 }

@@ -8,11 +8,21 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var lineageTests = []suiteTest{
+// testTranscripts runs the cases of backend.Transcripts: close, compress
+// and switch (here), and viewers (transcripts_viewers.go).
+func testTranscripts(t *testing.T, newStore func(t *testing.T) backend.Store) {
+	runCases(t, newStore, transcriptsTests, transcriptsViewersTests)
+}
+
+var transcriptsTests = []suiteTest{
 	{name: "CloseSession/Reasons", fn: testCloseReasons},
 	{name: "CloseSession/Busy", fn: testCloseBusy},
 	{name: "Compress", fn: testCompress},
 	{name: "Switch", fn: testSwitch},
+	// Edges: what the stores once answered differently where the
+	// contract's words decide (store.go, errors.go): every store answers alike.
+	{name: "Edges/CloseReasonInvalid", fn: testCloseReasonInvalid},
+	{name: "Edges/CompressClosed", fn: testCompressClosed},
 }
 
 func testCloseReasons(t *testing.T, s backend.Store) {
@@ -148,4 +158,42 @@ func testSwitch(t *testing.T, s backend.Store) {
 	}
 	_, err = s.Switch(ctxOf(t), "ghost", "g", T0)
 	wantErr(t, "switch unknown session", err, backend.ErrNotFound)
+}
+
+// A close reason outside CloseReasons is refused, and nothing ends.
+func testCloseReasonInvalid(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	for _, reason := range []string{"", "bogus", backend.ReasonCompression} {
+		_, err := s.CloseSession(ctxOf(t), "s1", reason, T0)
+		wantErr(t, "close with reason "+reason, err, backend.ErrInvalid)
+	}
+	if tr := getTranscript(t, s, "s1"); tr.Ended() {
+		t.Errorf("a refused close ended the transcript: %+v", tr)
+	}
+}
+
+// Compressing a session whose current transcript has ended is ErrClosed:
+// the end (reason, time) is never overwritten and no child is made.
+func testCompressClosed(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	closed, err := s.CloseSession(ctxOf(t), "s1", "cli_close", at(time.Minute))
+	noErr(t, "close", err)
+	_, err = s.Compress(ctxOf(t), "s1", "s1.2", at(2*time.Minute))
+	wantErr(t, "compress a closed session", err, backend.ErrClosed)
+	diff(t, "closed transcript after a refused compress", closed, getTranscript(t, s, "s1"))
+	if _, err := s.GetTranscript(ctxOf(t), "s1.2"); err == nil {
+		t.Errorf("a refused compress created its child")
+	}
+	if cur := getSession(t, s, "s1").CurrentTranscript; cur != "s1" {
+		t.Errorf("a refused compress moved the session to %q", cur)
+	}
+	// The child id stays free: for another session, and for a compress
+	// that is allowed.
+	_, err = s.Compress(ctxOf(t), "s1", "other", at(2*time.Minute))
+	wantErr(t, "compress a closed session", err, backend.ErrClosed)
+	openSession(t, s, "other")
+	_, err = s.Switch(ctxOf(t), "s1", "s1.b", at(3*time.Minute))
+	noErr(t, "switch to a new transcript", err)
+	_, err = s.Compress(ctxOf(t), "s1", "s1.2", at(4*time.Minute))
+	noErr(t, "compress with the child a refused compress named", err)
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var partsTests = []suiteTest{
+var admissionsPartsTests = []suiteTest{
 	{name: "Parts/RegroupNotesEachOnce", fn: testPartsRegroup},
 	{name: "Parts/Composition", fn: testPartsComposition},
 	{name: "Parts/AllHeld", fn: testPartsAllHeld},

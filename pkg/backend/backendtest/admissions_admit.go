@@ -9,7 +9,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var admitTests = []suiteTest{
+var admissionsAdmitTests = []suiteTest{
 	{name: "Admit/HumanNew", fn: testAdmitHumanNew},
 	{name: "Admit/RequestID", fn: testAdmitRequestID},
 	{name: "Admit/CreateSession", fn: testAdmitCreateSession},
@@ -21,9 +21,6 @@ var admitTests = []suiteTest{
 	{name: "Admit/Batch", fn: testAdmitBatch},
 	{name: "Admit/BatchOneSessionFails", fn: testAdmitBatchOneSessionFails},
 	{name: "Admit/SeqIncreasing", fn: testAdmitSeq},
-	{name: "GetAdmission/NotFound", fn: testGetAdmissionNotFound},
-	{name: "ListAdmissions/Filters", fn: testListAdmissions},
-	{name: "FindIdentity", fn: testFindIdentity},
 }
 
 func testAdmitHumanNew(t *testing.T, s backend.Store) {
@@ -343,79 +340,6 @@ func testAdmitSeq(t *testing.T, s backend.Store) {
 		if all[i].Seq <= all[i-1].Seq {
 			t.Fatalf("listing not in seq order: %d after %d", all[i].Seq, all[i-1].Seq)
 		}
-	}
-}
-
-func testGetAdmissionNotFound(t *testing.T, s backend.Store) {
-	_, err := s.GetAdmission(ctxOf(t), "ffffffffffffffffffffffffffffffff")
-	wantErr(t, "get unknown admission", err, backend.ErrNotFound)
-}
-
-func testListAdmissions(t *testing.T, s backend.Store) {
-	openSession(t, s, "s1")
-	var ids []string
-	for i := 0; i < 6; i++ {
-		ids = append(ids, human(t, s, "s1", fmt.Sprint("m", i)).ID)
-	}
-	l := acquire(t, s, "s1", "d", T0)
-	c := claim(t, s, l, ids[0], T0)
-	settleTurn(t, s, c, "r", T0) // 0 done/completed
-	c = claim(t, s, l, ids[1], T0)
-	_, err := s.Settle(ctxOf(t), backend.SettleRequest{Session: "s1", AdmissionID: c.ID, Epoch: c.Epoch, Generation: c.Generation, Outcome: backend.OutcomeFailed, Error: "exit 1", Now: T0})
-	noErr(t, "settle failed", err) // 1 done/failed
-	_, err = s.Cancel(ctxOf(t), ids[3], T0)
-	noErr(t, "cancel", err)    // 3 done/cancelled
-	claim(t, s, l, ids[2], T0) // 2 running; 4, 5 queued
-
-	seqOf := func(as []backend.Admission) []string {
-		var out []string
-		for _, a := range as {
-			out = append(out, a.Text())
-		}
-		return out
-	}
-	cases := []struct {
-		name string
-		f    backend.AdmissionFilter
-		want []string
-	}{
-		{"all", backend.AdmissionFilter{}, []string{"m0", "m1", "m2", "m3", "m4", "m5"}},
-		{"queued", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusQueued}}, []string{"m4", "m5"}},
-		{"queued limit 1", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusQueued}, Limit: 1}, []string{"m4"}},
-		{"running", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusRunning}}, []string{"m2"}},
-		{"done", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusDone}}, []string{"m0", "m1", "m3"}},
-		{"queued or running", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusRunning, backend.StatusQueued}}, []string{"m2", "m4", "m5"}},
-		{"failed or cancelled", backend.AdmissionFilter{Outcomes: []backend.Outcome{backend.OutcomeFailed, backend.OutcomeCancelled}}, []string{"m1", "m3"}},
-		{"after seq of m2", backend.AdmissionFilter{AfterSeq: c.Seq + 1}, []string{"m3", "m4", "m5"}},
-		{"limit 2", backend.AdmissionFilter{Limit: 2}, []string{"m0", "m1"}},
-		{"done after m0, limit 1", backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusDone}, AfterSeq: getAdmission(t, s, ids[0]).Seq, Limit: 1}, []string{"m1"}},
-	}
-	// "after seq of m2" uses m2's own seq.
-	cases[7].f.AfterSeq = getAdmission(t, s, ids[2]).Seq
-	for _, tc := range cases {
-		diff(t, "filter "+tc.name, tc.want, seqOf(listAdmissions(t, s, "s1", tc.f)))
-	}
-	_, err = s.ListAdmissions(ctxOf(t), "ghost", backend.AdmissionFilter{})
-	wantErr(t, "list admissions of unknown session", err, backend.ErrNotFound)
-}
-
-func testFindIdentity(t *testing.T, s backend.Store) {
-	openSession(t, s, "s1")
-	openSession(t, s, "s2")
-	a := auto(t, s, "s1", "x", "shared", "only-1").Admission
-	b := auto(t, s, "s2", "y", "only-2").Admission
-	got, err := s.FindIdentity(ctxOf(t), "s1", "only-1")
-	noErr(t, "find in session", err)
-	diff(t, "found in session", a, got)
-	got, err = s.FindIdentity(ctxOf(t), "", "only-2")
-	noErr(t, "find in any session", err)
-	diff(t, "found in any session", b, got)
-	_, err = s.FindIdentity(ctxOf(t), "s2", "only-1")
-	wantErr(t, "identity of another session", err, backend.ErrNotFound)
-	_, err = s.FindIdentity(ctxOf(t), "", "nobody")
-	wantErr(t, "unknown identity", err, backend.ErrNotFound)
-	if _, err := s.FindIdentity(ctxOf(t), "", "shared"); err != nil {
-		t.Errorf("find shared in any session: %v", err)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var settleClaimTests = []suiteTest{
+var drainSettleClaimTests = []suiteTest{
 	{name: "SettleClaim/BackToBack", fn: testSettleClaim},
 	{name: "SettleClaim/ClaimRefused", fn: testSettleClaimRefused},
 	{name: "SettleClaim/SettleRefused", fn: testSettleClaimSettleRefused},

@@ -11,7 +11,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var roundTripTests = []suiteTest{
+var maintenanceRoundTripTests = []suiteTest{
 	{name: "ExportImportRandom", fresh: testExportImportRandom},
 }
 

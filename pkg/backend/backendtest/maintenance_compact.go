@@ -11,10 +11,9 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var compactTests = []suiteTest{
+var maintenanceCompactTests = []suiteTest{
 	{name: "CompactKeepsResolving", fn: testCompactKeepsResolving},
 	{name: "CompactExportImport", fresh: testCompactExportImport},
-	{name: "Reclaim", fn: testReclaim},
 	{name: "CompactCutoffs", fn: testCompactCutoffs},
 	{name: "CompactCursor", fn: testCompactCursor},
 }
@@ -159,24 +158,6 @@ func testCompactExportImport(t *testing.T, newStore func(t *testing.T) backend.S
 	other := newStore(t)
 	err = importErr(t, other, []backend.Record{recs[0], {Tombstone: &bad}})
 	wantErr(t, "import a tombstone with a bad digest", err, backend.ErrInvalid)
-}
-
-// Reclaim reports sizes and changes no record.
-func testReclaim(t *testing.T, s backend.Store) {
-	compactFixture(t, s)
-	_, err := s.Compact(ctxOf(t), backend.CompactRequest{Session: "s1", Before: at(time.Minute)})
-	noErr(t, "compact", err)
-	before := export(t, s)
-	res, err := s.Reclaim(ctxOf(t))
-	noErr(t, "reclaim", err)
-	if res.Before <= 0 || res.After <= 0 {
-		t.Errorf("reclaim sizes %+v, want both positive", res)
-	}
-	diff(t, "export after reclaim", before, export(t, s))
-	if size, err := s.Size(ctxOf(t)); err != nil || size <= 0 {
-		t.Errorf("size after reclaim: %d, %v", size, err)
-	}
-	human(t, s, "s1", "after reclaim")
 }
 
 // cancelledAt admits one human input per time to session and cancels it

@@ -7,12 +7,13 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var leaseTests = []suiteTest{
+var drainLeaseTests = []suiteTest{
 	{name: "Lease/Acquire", fn: testLeaseAcquire},
 	{name: "Lease/Recovery", fn: testLeaseRecovery},
 	{name: "Lease/RenewRelease", fn: testLeaseRenewRelease},
-	{name: "Claim", fn: testClaim},
-	{name: "Claim/Busy", fn: testClaimBusy},
+	// Edges: what the stores once answered differently where the
+	// contract's words decide (store.go, errors.go): every store answers alike.
+	{name: "Edges/DefaultTTLs", fn: testDefaultTTLs},
 }
 
 func testLeaseAcquire(t *testing.T, s backend.Store) {
@@ -110,56 +111,38 @@ func testLeaseRenewRelease(t *testing.T, s backend.Store) {
 	}
 }
 
-func testClaim(t *testing.T, s backend.Store) {
+// A lease or viewer ttl of 0 means the defaults of pkg/backend, never an
+// already expired lease.
+func testDefaultTTLs(t *testing.T, s backend.Store) {
 	openSession(t, s, "s1")
-	a := human(t, s, "s1", "one")
-	b := human(t, s, "s1", "two")
-	l := acquire(t, s, "s1", "A", T0)
-	gen := getSession(t, s, "s1").Generation
-
-	_, err := s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: b.ID, Epoch: l.Epoch, Mode: backend.ModeTurn, DeliveredTo: "s1", Now: T0})
-	wantErr(t, "claim a non-head", err, backend.ErrNotHead)
-	_, err = s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: a.ID, Epoch: l.Epoch - 1, Mode: backend.ModeTurn, DeliveredTo: "s1", Now: T0})
-	wantErr(t, "claim with a stale epoch", err, backend.ErrFenced)
-	if got := getAdmission(t, s, a.ID); got.Status != backend.StatusQueued {
-		t.Fatalf("refused claims changed the head: %s", got.Status)
+	l, err := s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "A", Now: T0})
+	noErr(t, "acquire with ttl 0", err)
+	if !l.ExpiresAt.Equal(at(backend.DefaultLeaseTTL)) {
+		t.Errorf("lease of ttl 0 expires %v, want %v", l.ExpiresAt, at(backend.DefaultLeaseTTL))
+	}
+	_, err = s.AcquireLease(ctxOf(t), backend.LeaseRequest{Principal: Owner, Session: "s1", Holder: "B", TTL: time.Second, Now: at(time.Second)})
+	wantErr(t, "acquire a lease taken with ttl 0", err, backend.ErrLeaseHeld)
+	r, err := s.RenewLease(ctxOf(t), backend.LeaseRequest{Session: "s1", Holder: "A", Epoch: l.Epoch, Now: at(time.Minute)})
+	noErr(t, "renew with ttl 0", err)
+	if !r.ExpiresAt.Equal(at(time.Minute + backend.DefaultLeaseTTL)) {
+		t.Errorf("lease renewed with ttl 0 expires %v, want %v", r.ExpiresAt, at(time.Minute+backend.DefaultLeaseTTL))
+	}
+	if got := getSession(t, s, "s1").LeaseExpiresAt; !got.Equal(r.ExpiresAt) {
+		t.Errorf("session lease expiry %v, want %v", got, r.ExpiresAt)
 	}
 
-	c := claim(t, s, l, a.ID, at(time.Second))
-	want := a
-	want.Status, want.Epoch, want.Generation, want.Mode, want.DeliveredTo, want.StartedAt =
-		backend.StatusRunning, l.Epoch, gen+1, backend.ModeTurn, "s1", at(time.Second)
-	diff(t, "claimed admission", want, c)
-	diff(t, "claimed admission stored", c, getAdmission(t, s, a.ID))
-	if g := getSession(t, s, "s1").Generation; g != gen+1 {
-		t.Errorf("session generation %d, want %d", g, gen+1)
+	now := time.Now().Truncate(time.Second)
+	v, err := s.AddViewer(ctxOf(t), "s1", 0, now)
+	noErr(t, "add viewer with ttl 0", err)
+	if !v.ExpiresAt.Equal(now.Add(backend.DefaultViewerTTL)) {
+		t.Errorf("viewer of ttl 0 expires %v, want %v", v.ExpiresAt, now.Add(backend.DefaultViewerTTL))
 	}
-	settleTurn(t, s, c, "r", at(2*time.Second))
-	c2 := claim(t, s, l, b.ID, at(3*time.Second))
-	if c2.Generation != gen+2 {
-		t.Errorf("second claim generation %d, want %d", c2.Generation, gen+2)
+	if n := getSession(t, s, "s1").Viewers; n != 1 {
+		t.Errorf("a viewer of ttl 0 counts as %d live viewers, want 1", n)
 	}
-	_, err = s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: a.ID, Epoch: l.Epoch, Mode: backend.ModeTurn, Now: T0})
-	if err == nil {
-		t.Errorf("claim of a done admission succeeded")
+	rv, err := s.RenewViewer(ctxOf(t), "s1", v.ID, 0, now)
+	noErr(t, "renew viewer with ttl 0", err)
+	if !rv.ExpiresAt.Equal(now.Add(backend.DefaultViewerTTL)) {
+		t.Errorf("viewer renewed with ttl 0 expires %v, want %v", rv.ExpiresAt, now.Add(backend.DefaultViewerTTL))
 	}
-}
-
-func testClaimBusy(t *testing.T, s backend.Store) {
-	openSession(t, s, "s1")
-	a := human(t, s, "s1", "one")
-	b := human(t, s, "s1", "two")
-	l := acquire(t, s, "s1", "A", T0)
-	claim(t, s, l, a.ID, T0)
-	// Once a is running, b is the lowest queued seq; it may still not start.
-	_, err := s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: b.ID, Epoch: l.Epoch, Mode: backend.ModeTurn, Now: T0})
-	wantErr(t, "claim while running", err, backend.ErrBusy)
-	l2 := acquire(t, s, "s1", "B", at(time.Hour))
-	_, err = s.Claim(ctxOf(t), backend.ClaimRequest{Session: "s1", AdmissionID: b.ID, Epoch: l2.Epoch, Mode: backend.ModeTurn, Now: at(time.Hour)})
-	wantErr(t, "claim while unknown", err, backend.ErrBusy)
-	_, err = s.Settle(ctxOf(t), backend.SettleRequest{Session: "s1", AdmissionID: b.ID, Epoch: l2.Epoch, Direct: true, Outcome: backend.OutcomeCompleted, Mode: backend.ModeNote, Now: at(time.Hour)})
-	wantErr(t, "direct settle while unknown", err, backend.ErrBusy)
-	_, err = s.Resolve(ctxOf(t), a.ID, backend.ResolveCompleted, at(time.Hour))
-	noErr(t, "resolve", err)
-	claim(t, s, l2, b.ID, at(time.Hour))
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-var settleRunTests = []suiteTest{
+var drainSettleRunTests = []suiteTest{
 	{name: "SettleRun/Notes", fn: testSettleRunNotes},
 	{name: "SettleRun/StopsAtFirstFailure", fn: testSettleRunStops},
 	{name: "SettleRun/Fenced", fn: testSettleRunFenced},
