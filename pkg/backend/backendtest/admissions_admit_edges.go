@@ -10,7 +10,8 @@ import (
 
 var admissionsAdmitEdgeTests = []suiteTest{
 	// Edges: what the stores once answered differently where the
-	// contract's words decide (store.go, errors.go): every store answers alike.
+	// contract's words decide (pkg/backend's role files, errors.go): every
+	// store answers alike.
 	{name: "Edges/ConflictNamesRequestAndAdmission", fn: testConflictMessage},
 	{name: "Edges/AdmitMalformed", fn: testAdmitMalformed},
 	{name: "Edges/AdmissionIDs", fn: testAdmissionIDs},

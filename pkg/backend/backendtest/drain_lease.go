@@ -12,7 +12,8 @@ var drainLeaseTests = []suiteTest{
 	{name: "Lease/Recovery", fn: testLeaseRecovery},
 	{name: "Lease/RenewRelease", fn: testLeaseRenewRelease},
 	// Edges: what the stores once answered differently where the
-	// contract's words decide (store.go, errors.go): every store answers alike.
+	// contract's words decide (pkg/backend's role files, errors.go): every
+	// store answers alike.
 	{name: "Edges/DefaultTTLs", fn: testDefaultTTLs},
 }
 

@@ -16,7 +16,8 @@ var drainSettleTests = []suiteTest{
 	{name: "Settle/FencingRace", fn: testFencingRace},
 	{name: "Requeue", fn: testRequeue},
 	// Edges: what the stores once answered differently where the
-	// contract's words decide (store.go, errors.go): every store answers alike.
+	// contract's words decide (pkg/backend's role files, errors.go): every
+	// store answers alike.
 	{name: "Edges/SettleMalformed", fn: testSettleMalformed},
 }
 

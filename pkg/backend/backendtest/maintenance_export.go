@@ -12,7 +12,8 @@ import (
 var maintenanceExportTests = []suiteTest{
 	{name: "ExportImport", fresh: testExportImport},
 	// Edges: what the stores once answered differently where the
-	// contract's words decide (store.go, errors.go): every store answers alike.
+	// contract's words decide (pkg/backend's role files, errors.go): every
+	// store answers alike.
 	{name: "Edges/ExportGrantsNeverNull", fn: testExportGrantsNeverNull},
 	{name: "Edges/ExportOrder", fn: testExportOrder},
 }

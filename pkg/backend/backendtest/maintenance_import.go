@@ -16,7 +16,8 @@ var maintenanceImportTests = []suiteTest{
 	{name: "Import/LineageLoops", fn: testImportLineageLoops},
 	{name: "Import/ConflictWritesNothing", fresh: testImportConflictWritesNothing},
 	// Edges: what the stores once answered differently where the
-	// contract's words decide (store.go, errors.go): every store answers alike.
+	// contract's words decide (pkg/backend's role files, errors.go): every
+	// store answers alike.
 	{name: "Edges/ImportOutOfOrder", fn: testImportOutOfOrder},
 	{name: "Edges/ImportKeepsIndexesWhole", fn: testImportKeepsIndexesWhole},
 }

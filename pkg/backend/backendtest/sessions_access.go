@@ -13,7 +13,8 @@ var sessionsAccessTests = []suiteTest{
 	{name: "Grant", fn: testGrant},
 	{name: "Admins", fn: testAdmins},
 	// Edges: what the stores once answered differently where the
-	// contract's words decide (store.go, errors.go): every store answers alike.
+	// contract's words decide (pkg/backend's role files, errors.go): every
+	// store answers alike.
 	{name: "Edges/InvalidOwnerAndPrincipal", fn: testInvalidOwnerAndPrincipal},
 	{name: "Edges/GrantsAreASet", fn: testGrantsAreASet},
 }

@@ -20,7 +20,8 @@ var transcriptsTests = []suiteTest{
 	{name: "Compress", fn: testCompress},
 	{name: "Switch", fn: testSwitch},
 	// Edges: what the stores once answered differently where the
-	// contract's words decide (store.go, errors.go): every store answers alike.
+	// contract's words decide (pkg/backend's role files, errors.go): every
+	// store answers alike.
 	{name: "Edges/CloseReasonInvalid", fn: testCloseReasonInvalid},
 	{name: "Edges/CompressClosed", fn: testCompressClosed},
 }

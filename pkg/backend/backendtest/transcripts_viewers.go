@@ -11,7 +11,8 @@ var transcriptsViewersTests = []suiteTest{
 	{name: "Viewers", fn: testViewers},
 	{name: "Viewers/Expiry", fn: testViewerExpiry},
 	// Edges: what the stores once answered differently where the
-	// contract's words decide (store.go, errors.go): every store answers alike.
+	// contract's words decide (pkg/backend's role files, errors.go): every
+	// store answers alike.
 	{name: "Edges/RemoveViewerUnknown", fn: testRemoveViewerUnknown},
 }
 

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -91,4 +93,34 @@ func (t *txn) admins() ([]string, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// Grant gives g.Principal g.Role on the session, replacing its grant.
+func (s *Store) Grant(ctx context.Context, session string, g backend.Grant) error {
+	if err := backend.CheckGrant(g); err != nil {
+		return fmt.Errorf("bbolt: grant on session %s: %w", session, err)
+	}
+	return s.updateSession(ctx, session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
+		if g.Principal == rec.Owner {
+			return backend.Errorf(backend.ErrInvalid, "bbolt: grant on session %s: %q is its owner", session, g.Principal)
+		}
+		grants := slices.DeleteFunc(slices.Clone(rec.Grants), func(o backend.Grant) bool { return o.Principal == g.Principal })
+		if len(grants) >= backend.MaxGrants {
+			return backend.Errorf(backend.ErrConflict, "bbolt: grant on session %s: it has %d grants, the limit", session, backend.MaxGrants)
+		}
+		rec.Grants = backend.NormalGrants(append(grants, g))
+		return t.putSession(sb, rec)
+	})
+}
+
+// Revoke removes principal's grant on the session.
+func (s *Store) Revoke(ctx context.Context, session, principal string) error {
+	return s.updateSession(ctx, session, func(t *txn, sb *bolt.Bucket, rec *sessionRec) error {
+		n := len(rec.Grants)
+		rec.Grants = slices.DeleteFunc(rec.Grants, func(o backend.Grant) bool { return o.Principal == principal })
+		if len(rec.Grants) == n {
+			return backend.Errorf(backend.ErrNotFound, "bbolt: revoke on session %s: %q has no grant", session, principal)
+		}
+		return t.putSession(sb, rec)
+	})
 }

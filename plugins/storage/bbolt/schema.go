@@ -3,6 +3,11 @@ package bbolt
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/hermesq/hermesq/pkg/backend"
 )
 
 // Schema of a hermesq bbolt file. Every bucket and fixed key is named here,
@@ -97,4 +102,52 @@ func parseLocation(v []byte) (session string, seq uint64, ok bool) {
 		return "", 0, false
 	}
 	return string(v[:len(v)-9]), fromU64(v[len(v)-8:]), true
+}
+
+// checkSchema verifies the magic and schema version, and creates the
+// buckets of an empty file.
+func checkSchema(db *bolt.DB, path string) error {
+	var state int // 0 ok, 1 empty file, 2 needs buckets
+	err := db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			empty := true
+			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if !empty {
+				return fmt.Errorf("bbolt: open %s: a bbolt file but not a hermesq store: %w", path, backend.ErrInternal)
+			}
+			state = 1
+			return nil
+		}
+		if string(meta.Get(keyMagic)) != storeMagic {
+			return fmt.Errorf("bbolt: open %s: not a hermesq store: %w", path, backend.ErrInternal)
+		}
+		if v := fromU64(meta.Get(keySchema)); v == 0 || v > schemaVersion {
+			return fmt.Errorf("bbolt: open %s: schema version %d, this hermesq knows up to %d (upgrade hermesq): %w", path, v, schemaVersion, backend.ErrInternal)
+		}
+		for _, name := range topBuckets {
+			if tx.Bucket(name) == nil {
+				state = 2
+			}
+		}
+		return nil
+	})
+	if err != nil || state == 0 {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, name := range topBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("bbolt: create bucket %s in %s: %v: %w", name, path, err, backend.ErrInternal)
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta.Get(keyMagic) == nil {
+			if err := meta.Put(keyMagic, []byte(storeMagic)); err != nil {
+				return err
+			}
+			return meta.Put(keySchema, u64(schemaVersion))
+		}
+		return nil
+	})
 }

@@ -6,6 +6,15 @@
 // Options.Timeout, then ErrUnavailable) and the last operation in flight in
 // the process closes it. Concurrent goroutines share the open handle, and
 // their writes are grouped into few commits (see commit.go).
+//
+// The files follow the roles of backend.Store: sessions.go and access.go
+// (Sessions); admit.go and admissions.go (Admissions); lease.go, claim.go,
+// settle.go, settle_run.go, settle_claim.go and subscribe.go (Drain);
+// transcripts.go and viewers.go (Transcripts); export.go, import.go,
+// compact.go and size.go (Maintenance). Under them, the transaction and its
+// accessors (txn.go, txn_sessions.go, txn_transcripts.go,
+// txn_admissions.go), the stored records and their codec (txn_records.go),
+// and every bucket name with the check of the schema on open (schema.go).
 package bbolt
 
 import (
@@ -414,54 +423,6 @@ func checkSize(db *bolt.DB, path string) error {
 	return db.View(func(tx *bolt.Tx) error {
 		if want := tx.Size(); fi.Size() < want {
 			return corrupt("open", path, fmt.Sprintf("the file has %d bytes, its pages need %d", fi.Size(), want))
-		}
-		return nil
-	})
-}
-
-// checkSchema verifies the magic and schema version, and creates the
-// buckets of an empty file.
-func checkSchema(db *bolt.DB, path string) error {
-	var state int // 0 ok, 1 empty file, 2 needs buckets
-	err := db.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			empty := true
-			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-			if !empty {
-				return fmt.Errorf("bbolt: open %s: a bbolt file but not a hermesq store: %w", path, backend.ErrInternal)
-			}
-			state = 1
-			return nil
-		}
-		if string(meta.Get(keyMagic)) != storeMagic {
-			return fmt.Errorf("bbolt: open %s: not a hermesq store: %w", path, backend.ErrInternal)
-		}
-		if v := fromU64(meta.Get(keySchema)); v == 0 || v > schemaVersion {
-			return fmt.Errorf("bbolt: open %s: schema version %d, this hermesq knows up to %d (upgrade hermesq): %w", path, v, schemaVersion, backend.ErrInternal)
-		}
-		for _, name := range topBuckets {
-			if tx.Bucket(name) == nil {
-				state = 2
-			}
-		}
-		return nil
-	})
-	if err != nil || state == 0 {
-		return err
-	}
-	return db.Update(func(tx *bolt.Tx) error {
-		for _, name := range topBuckets {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return fmt.Errorf("bbolt: create bucket %s in %s: %v: %w", name, path, err, backend.ErrInternal)
-			}
-		}
-		meta := tx.Bucket(bucketMeta)
-		if meta.Get(keyMagic) == nil {
-			if err := meta.Put(keyMagic, []byte(storeMagic)); err != nil {
-				return err
-			}
-			return meta.Put(keySchema, u64(schemaVersion))
 		}
 		return nil
 	})
