@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hermesq/hermesq/pkg/backend"
 )
 
 //go:embed scripts/*.lua
@@ -123,6 +125,47 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any
 func status(reply []any) string {
 	s, _ := reply[0].(string)
 	return s
+}
+
+// scriptErr maps a script's status code to the contract's errors.
+func (s *Store) scriptErr(r []any, op, what string) error {
+	code := status(r)
+	detail := ""
+	if len(r) > 1 {
+		detail = str(r[1])
+	}
+	switch code {
+	case "ok", "created", "exists":
+		return nil
+	case "not_found":
+		return backend.Errorf(backend.ErrNotFound, "redis: %s %s", op, what)
+	case "no_transcript":
+		return backend.Errorf(backend.ErrNotFound, "redis: %s %s: transcript %s", op, what, detail)
+	case "forbidden":
+		return backend.Errorf(backend.ErrForbidden, "redis: %s %s", op, what)
+	case "conflict":
+		if detail != "" {
+			return backend.Errorf(backend.ErrConflict, "redis: %s %s (%s)", op, what, detail)
+		}
+		return backend.Errorf(backend.ErrConflict, "redis: %s %s", op, what)
+	case "closed":
+		return backend.Errorf(backend.ErrClosed, "redis: %s %s", op, what)
+	case "busy":
+		return backend.Errorf(backend.ErrBusy, "redis: %s %s", op, what)
+	case "not_head":
+		return backend.Errorf(backend.ErrNotHead, "redis: %s %s", op, what)
+	case "watched":
+		return backend.Errorf(backend.ErrWatched, "redis: %s %s", op, what)
+	case "moved":
+		return backend.Errorf(backend.ErrMoved, "redis: %s %s: the session's current transcript moved", op, what)
+	case "fenced":
+		return backend.Errorf(backend.ErrFenced, "redis: %s %s", op, what)
+	case "held":
+		return backend.Errorf(backend.ErrLeaseHeld, "redis: %s %s (holder %s)", op, what, detail)
+	case "gap":
+		return backend.Errorf(backend.ErrInvalid, "redis: %s %s: next message seq is %s", op, what, detail)
+	}
+	return errInternalf("%s %s: unknown script status %q", op, what, code)
 }
 
 func str(v any) string {
