@@ -14,37 +14,35 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// script is one Lua script of scripts/, with common.lua prepended. Its
-// text and SHA-1 are made on first use, not when the program starts: a
-// command that never talks to Redis does not pay for them.
+// script is one Lua script of scripts/, with common.lua and its libs
+// prepended (loadScript). Its text and SHA-1 are made on first use, not
+// when the program starts: a command that never talks to Redis does not
+// pay for them.
 type script struct {
 	name string
+	libs []string
 	load func() scriptText
 }
 
 type scriptText struct{ src, hash string }
 
-// loadScript is scripts/name.lua with common.lua prepended. With steps,
-// the bodies of those scripts come first, each made a local function of
-// (KEYS, ARGV) named after it with "_step" appended, for name.lua to call:
-// one atomic script made of existing ones, without copying their text.
-func loadScript(name string, steps ...string) *script {
-	return &script{name: name, load: sync.OnceValue(func() scriptText {
-		read := func(file string) string {
+// loadScript is scripts/name.lua with common.lua prepended and, after it,
+// each of libs: files that only define functions (steps.lua: the settle and
+// claim steps), so a step is written once and every script that runs it
+// calls it (settle_claim.lua runs two in one atomic script).
+func loadScript(name string, libs ...string) *script {
+	return &script{name: name, libs: libs, load: sync.OnceValue(func() scriptText {
+		var b strings.Builder
+		for _, file := range append(append([]string{"common"}, libs...), name) {
 			body, err := scriptFS.ReadFile("scripts/" + file + ".lua")
 			if err != nil {
 				panic(err)
 			}
-			return string(body)
+			b.Write(body)
+			if len(body) > 0 && body[len(body)-1] != '\n' {
+				b.WriteByte('\n') // the next file starts on a line of its own
+			}
 		}
-		var b strings.Builder
-		b.WriteString(read("common"))
-		for _, step := range steps {
-			b.WriteString("local function " + step + "_step(KEYS, ARGV)\n")
-			b.WriteString(read(step))
-			b.WriteString("\nend\n")
-		}
-		b.WriteString(read(name))
 		src := b.String()
 		return scriptText{src: src, hash: goredis.NewScript(src).Hash()}
 	})}
@@ -56,10 +54,10 @@ var (
 	scriptGrant            = loadScript("grant")
 	scriptRevoke           = loadScript("revoke")
 	scriptAdmit            = loadScript("admit")
-	scriptClaim            = loadScript("claim")
-	scriptSettle           = loadScript("settle")
+	scriptClaim            = loadScript("claim", "steps")
+	scriptSettle           = loadScript("settle", "steps")
 	scriptSettleRun        = loadScript("settle_run")
-	scriptSettleClaim      = loadScript("settle_claim", "settle", "claim")
+	scriptSettleClaim      = loadScript("settle_claim", "steps")
 	scriptRequeue          = loadScript("requeue")
 	scriptResolve          = loadScript("resolve")
 	scriptCancel           = loadScript("cancel")
