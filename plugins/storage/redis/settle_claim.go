@@ -8,7 +8,7 @@ import (
 )
 
 // SettleClaim settles req and claims next in one script (settle_claim.lua:
-// settle.lua's body, then claim.lua's).
+// the settle step of steps.lua, then its claim step).
 func (s *Store) SettleClaim(ctx context.Context, req backend.SettleRequest, next backend.ClaimRequest) (backend.SettleClaimResult, error) {
 	var out backend.SettleClaimResult
 	if err := backend.CheckSettleClaimRequest(req, next); err != nil {
