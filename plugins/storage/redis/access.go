@@ -2,11 +2,63 @@ package redis
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
+
+// grantValue is a grant as the grants hash holds it: JSON of its role and
+// producers (the principal is the hash field).
+func grantValue(g backend.Grant) (string, error) {
+	b, err := json.Marshal(struct {
+		Role      backend.GrantRole `json:"role"`
+		Producers []string          `json:"producers,omitempty"`
+	}{g.Role, g.Producers})
+	if err != nil {
+		return "", errInternalf("encode grant: %v", err)
+	}
+	return string(b), nil
+}
+
+// Grant gives g.Principal g.Role on the session, replacing its grant.
+func (s *Store) Grant(ctx context.Context, session string, g backend.Grant) error {
+	if err := backend.CheckGrant(g); err != nil {
+		return fmt.Errorf("redis: grant on session %s: %w", session, err)
+	}
+	g = backend.NormalGrants([]backend.Grant{g})[0]
+	v, err := grantValue(g)
+	if err != nil {
+		return err
+	}
+	r, err := s.eval(ctx, scriptGrant, []string{s.k.session(session), s.k.grants(session)},
+		s.k.changes(), session, g.Principal, v, backend.MaxGrants)
+	if err != nil {
+		return s.wrap("grant "+session, err)
+	}
+	switch status(r) {
+	case "owner":
+		return backend.Errorf(backend.ErrInvalid, "redis: grant on session %s: %q is its owner", session, g.Principal)
+	case "conflict":
+		return backend.Errorf(backend.ErrConflict, "redis: grant on session %s: it has %d grants, the limit", session, backend.MaxGrants)
+	}
+	return s.scriptErr(r, "grant", "session "+session)
+}
+
+// Revoke removes principal's grant on the session.
+func (s *Store) Revoke(ctx context.Context, session, principal string) error {
+	r, err := s.eval(ctx, scriptRevoke, []string{s.k.session(session), s.k.grants(session)},
+		s.k.changes(), session, principal)
+	if err != nil {
+		return s.wrap("revoke "+session, err)
+	}
+	if status(r) == "no_grant" {
+		return backend.Errorf(backend.ErrNotFound, "redis: revoke on session %s: %q has no grant", session, principal)
+	}
+	return s.scriptErr(r, "revoke", "session "+session)
+}
 
 // Caller is the ACL user this connection authenticated as (ACL WHOAMI).
 // The default user names no one: every client that reaches a server

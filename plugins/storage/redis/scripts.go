@@ -7,42 +7,42 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hermesq/hermesq/pkg/backend"
 )
 
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// script is one Lua script of scripts/, with common.lua prepended. Its
-// text and SHA-1 are made on first use, not when the program starts: a
-// command that never talks to Redis does not pay for them.
+// script is one Lua script of scripts/, with common.lua and its libs
+// prepended (loadScript). Its text and SHA-1 are made on first use, not
+// when the program starts: a command that never talks to Redis does not
+// pay for them.
 type script struct {
 	name string
+	libs []string
 	load func() scriptText
 }
 
 type scriptText struct{ src, hash string }
 
-// loadScript is scripts/name.lua with common.lua prepended. With steps,
-// the bodies of those scripts come first, each made a local function of
-// (KEYS, ARGV) named after it with "_step" appended, for name.lua to call:
-// one atomic script made of existing ones, without copying their text.
-func loadScript(name string, steps ...string) *script {
-	return &script{name: name, load: sync.OnceValue(func() scriptText {
-		read := func(file string) string {
+// loadScript is scripts/name.lua with common.lua prepended and, after it,
+// each of libs: files that only define functions (steps.lua: the settle and
+// claim steps), so a step is written once and every script that runs it
+// calls it (settle_claim.lua runs two in one atomic script).
+func loadScript(name string, libs ...string) *script {
+	return &script{name: name, libs: libs, load: sync.OnceValue(func() scriptText {
+		var b strings.Builder
+		for _, file := range append(append([]string{"common"}, libs...), name) {
 			body, err := scriptFS.ReadFile("scripts/" + file + ".lua")
 			if err != nil {
 				panic(err)
 			}
-			return string(body)
+			b.Write(body)
+			if len(body) > 0 && body[len(body)-1] != '\n' {
+				b.WriteByte('\n') // the next file starts on a line of its own
+			}
 		}
-		var b strings.Builder
-		b.WriteString(read("common"))
-		for _, step := range steps {
-			b.WriteString("local function " + step + "_step(KEYS, ARGV)\n")
-			b.WriteString(read(step))
-			b.WriteString("\nend\n")
-		}
-		b.WriteString(read(name))
 		src := b.String()
 		return scriptText{src: src, hash: goredis.NewScript(src).Hash()}
 	})}
@@ -54,10 +54,10 @@ var (
 	scriptGrant            = loadScript("grant")
 	scriptRevoke           = loadScript("revoke")
 	scriptAdmit            = loadScript("admit")
-	scriptClaim            = loadScript("claim")
-	scriptSettle           = loadScript("settle")
+	scriptClaim            = loadScript("claim", "steps")
+	scriptSettle           = loadScript("settle", "steps")
 	scriptSettleRun        = loadScript("settle_run")
-	scriptSettleClaim      = loadScript("settle_claim", "settle", "claim")
+	scriptSettleClaim      = loadScript("settle_claim", "steps")
 	scriptRequeue          = loadScript("requeue")
 	scriptResolve          = loadScript("resolve")
 	scriptCancel           = loadScript("cancel")
@@ -123,6 +123,47 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any
 func status(reply []any) string {
 	s, _ := reply[0].(string)
 	return s
+}
+
+// scriptErr maps a script's status code to the contract's errors.
+func (s *Store) scriptErr(r []any, op, what string) error {
+	code := status(r)
+	detail := ""
+	if len(r) > 1 {
+		detail = str(r[1])
+	}
+	switch code {
+	case "ok", "created", "exists":
+		return nil
+	case "not_found":
+		return backend.Errorf(backend.ErrNotFound, "redis: %s %s", op, what)
+	case "no_transcript":
+		return backend.Errorf(backend.ErrNotFound, "redis: %s %s: transcript %s", op, what, detail)
+	case "forbidden":
+		return backend.Errorf(backend.ErrForbidden, "redis: %s %s", op, what)
+	case "conflict":
+		if detail != "" {
+			return backend.Errorf(backend.ErrConflict, "redis: %s %s (%s)", op, what, detail)
+		}
+		return backend.Errorf(backend.ErrConflict, "redis: %s %s", op, what)
+	case "closed":
+		return backend.Errorf(backend.ErrClosed, "redis: %s %s", op, what)
+	case "busy":
+		return backend.Errorf(backend.ErrBusy, "redis: %s %s", op, what)
+	case "not_head":
+		return backend.Errorf(backend.ErrNotHead, "redis: %s %s", op, what)
+	case "watched":
+		return backend.Errorf(backend.ErrWatched, "redis: %s %s", op, what)
+	case "moved":
+		return backend.Errorf(backend.ErrMoved, "redis: %s %s: the session's current transcript moved", op, what)
+	case "fenced":
+		return backend.Errorf(backend.ErrFenced, "redis: %s %s", op, what)
+	case "held":
+		return backend.Errorf(backend.ErrLeaseHeld, "redis: %s %s (holder %s)", op, what, detail)
+	case "gap":
+		return backend.Errorf(backend.ErrInvalid, "redis: %s %s: next message seq is %s", op, what, detail)
+	}
+	return errInternalf("%s %s: unknown script status %q", op, what, code)
 }
 
 func str(v any) string {

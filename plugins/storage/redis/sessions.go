@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -238,95 +237,4 @@ func (s *Store) ListSessions(ctx context.Context, now time.Time) ([]backend.Sess
 		out = append(out, sess)
 	}
 	return out, nil
-}
-
-// grantValue is a grant as the grants hash holds it: JSON of its role and
-// producers (the principal is the hash field).
-func grantValue(g backend.Grant) (string, error) {
-	b, err := json.Marshal(struct {
-		Role      backend.GrantRole `json:"role"`
-		Producers []string          `json:"producers,omitempty"`
-	}{g.Role, g.Producers})
-	if err != nil {
-		return "", errInternalf("encode grant: %v", err)
-	}
-	return string(b), nil
-}
-
-// Grant gives g.Principal g.Role on the session, replacing its grant.
-func (s *Store) Grant(ctx context.Context, session string, g backend.Grant) error {
-	if err := backend.CheckGrant(g); err != nil {
-		return fmt.Errorf("redis: grant on session %s: %w", session, err)
-	}
-	g = backend.NormalGrants([]backend.Grant{g})[0]
-	v, err := grantValue(g)
-	if err != nil {
-		return err
-	}
-	r, err := s.eval(ctx, scriptGrant, []string{s.k.session(session), s.k.grants(session)},
-		s.k.changes(), session, g.Principal, v, backend.MaxGrants)
-	if err != nil {
-		return s.wrap("grant "+session, err)
-	}
-	switch status(r) {
-	case "owner":
-		return backend.Errorf(backend.ErrInvalid, "redis: grant on session %s: %q is its owner", session, g.Principal)
-	case "conflict":
-		return backend.Errorf(backend.ErrConflict, "redis: grant on session %s: it has %d grants, the limit", session, backend.MaxGrants)
-	}
-	return s.scriptErr(r, "grant", "session "+session)
-}
-
-// Revoke removes principal's grant on the session.
-func (s *Store) Revoke(ctx context.Context, session, principal string) error {
-	r, err := s.eval(ctx, scriptRevoke, []string{s.k.session(session), s.k.grants(session)},
-		s.k.changes(), session, principal)
-	if err != nil {
-		return s.wrap("revoke "+session, err)
-	}
-	if status(r) == "no_grant" {
-		return backend.Errorf(backend.ErrNotFound, "redis: revoke on session %s: %q has no grant", session, principal)
-	}
-	return s.scriptErr(r, "revoke", "session "+session)
-}
-
-// scriptErr maps a script's status code to the contract's errors.
-func (s *Store) scriptErr(r []any, op, what string) error {
-	code := status(r)
-	detail := ""
-	if len(r) > 1 {
-		detail = str(r[1])
-	}
-	switch code {
-	case "ok", "created", "exists":
-		return nil
-	case "not_found":
-		return backend.Errorf(backend.ErrNotFound, "redis: %s %s", op, what)
-	case "no_transcript":
-		return backend.Errorf(backend.ErrNotFound, "redis: %s %s: transcript %s", op, what, detail)
-	case "forbidden":
-		return backend.Errorf(backend.ErrForbidden, "redis: %s %s", op, what)
-	case "conflict":
-		if detail != "" {
-			return backend.Errorf(backend.ErrConflict, "redis: %s %s (%s)", op, what, detail)
-		}
-		return backend.Errorf(backend.ErrConflict, "redis: %s %s", op, what)
-	case "closed":
-		return backend.Errorf(backend.ErrClosed, "redis: %s %s", op, what)
-	case "busy":
-		return backend.Errorf(backend.ErrBusy, "redis: %s %s", op, what)
-	case "not_head":
-		return backend.Errorf(backend.ErrNotHead, "redis: %s %s", op, what)
-	case "watched":
-		return backend.Errorf(backend.ErrWatched, "redis: %s %s", op, what)
-	case "moved":
-		return backend.Errorf(backend.ErrMoved, "redis: %s %s: the session's current transcript moved", op, what)
-	case "fenced":
-		return backend.Errorf(backend.ErrFenced, "redis: %s %s", op, what)
-	case "held":
-		return backend.Errorf(backend.ErrLeaseHeld, "redis: %s %s (holder %s)", op, what, detail)
-	case "gap":
-		return backend.Errorf(backend.ErrInvalid, "redis: %s %s: next message seq is %s", op, what, detail)
-	}
-	return errInternalf("%s %s: unknown script status %q", op, what, code)
 }

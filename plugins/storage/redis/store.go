@@ -4,6 +4,13 @@
 // tag {<session>} (keys.go). Global lookups that cannot share that slot
 // (admission id, transcript id, identity → sessions, the session index) are
 // written idempotently before the script runs, and verified when read.
+//
+// Each method of the Store is in the file named for its part of the
+// contract, as in every store: sessions.go, access.go, admit.go,
+// admissions.go, lease.go, claim.go, settle.go, settle_run.go,
+// settle_claim.go, subscribe.go, transcripts.go, viewers.go, export.go,
+// import.go, compact.go, size.go. scripts.go composes and runs the
+// scripts; records.go encodes what they store.
 package redis
 
 import (

@@ -1,7 +1,6 @@
 -- settle_claim.lua: settle a claimed admission (settle.lua) and, once it
--- is settled, claim the next head (claim.lua), in one atomic step. The
--- scripts' bodies run as settle_step and claim_step, each on its own
--- KEYS and ARGV.
+-- is settled, claim the next head (claim.lua), in one atomic step: the
+-- functions settle and claim of steps.lua, each on its own KEYS and ARGV.
 -- ARGV[1] n: KEYS[1..n] are settle.lua's keys, KEYS[n+1..] claim.lua's
 -- ARGV[2] m: ARGV[3..m+2] are settle.lua's arguments, ARGV[m+3..] claim.lua's
 -- Returns settle.lua's reply when the settle failed (nothing written);
@@ -15,8 +14,8 @@ end
 for i = 3, #ARGV do
   if i <= m + 2 then sargs[#sargs + 1] = ARGV[i] else cargs[#cargs + 1] = ARGV[i] end
 end
-local settled = settle_step(skeys, sargs)
+local settled = settle(skeys, sargs)
 if settled[1] ~= 'ok' then return settled end
-local claimed = claim_step(ckeys, cargs)
+local claimed = claim(ckeys, cargs)
 for i = 1, #claimed do settled[#settled + 1] = claimed[i] end
 return settled
