@@ -78,7 +78,8 @@ func sending[R any](write func(context.Context, R) (backend.Admission, error), r
 	return func(ctx context.Context) (backend.Admission, error) { return write(ctx, req) }
 }
 
-// turnSettled tells a claimed admission settled by req (a turn's end).
+// turnSettled is the done test of req, a turn's settle: the admission is
+// done with its outcome under its epoch and generation.
 func turnSettled(req backend.SettleRequest) func(backend.Admission) bool {
 	return func(a backend.Admission) bool {
 		return a.Status == backend.StatusDone && a.Outcome == req.Outcome &&
@@ -86,8 +87,8 @@ func turnSettled(req backend.SettleRequest) func(backend.Admission) bool {
 	}
 }
 
-// directSettled tells the queued head claimed and settled by req in one
-// write (a note, a misroute).
+// directSettled is the done test of req, a settle of the queued head in
+// one write (a note, a misroute).
 func directSettled(req backend.SettleRequest) func(backend.Admission) bool {
 	return func(a backend.Admission) bool {
 		// Under this epoch only this drainer writes: a done admission
@@ -97,11 +98,11 @@ func directSettled(req backend.SettleRequest) func(backend.Admission) bool {
 	}
 }
 
-// requeued tells a claimed admission given back.
+// requeued is the done test of a requeue: the admission is queued again.
 func requeued(a backend.Admission) bool { return a.Status == backend.StatusQueued }
 
-// claimedBy tells the head claimed by req: a claim whose reply was lost
-// shows the admission running under this epoch.
+// claimedBy is the done test of req, a claim: a claim whose reply was
+// lost shows the admission running under this epoch in req's mode.
 func claimedBy(req backend.ClaimRequest) func(backend.Admission) bool {
 	return func(a backend.Admission) bool {
 		return a.Status == backend.StatusRunning && a.Epoch == req.Epoch && a.Mode == req.Mode
