@@ -53,7 +53,7 @@ func (d *drainer) peekTurn(ctx context.Context) *pendingTurn {
 }
 
 // settleAndClaim settles a turn (req) and claims p's head in one store
-// operation, retrying as settleTurn and claim would. It returns what the
+// operation, retrying as fencedWrite would. It returns what the
 // settle returned; when the claim succeeded too, p is left in d.next for
 // the next step. A claim refused (the head changed meanwhile) only means
 // the next step decides afresh.
@@ -71,10 +71,13 @@ func (d *drainer) settleAndClaim(ctx context.Context, req backend.SettleRequest,
 		// Either write may have committed with the reply lost: each is
 		// sent again on its own, one found already written counted done.
 		d.opt.Log("drain %s: settle admission %s and claim %s: %v; retrying each alone", d.session, req.AdmissionID, creq.AdmissionID, err)
-		if r.Settled, err = d.settleTurnFrom(ctx, true, req); err != nil {
+		r.Settled, err = d.fencedWrite(ctx, sending(d.s.Store.Settle, req), turnSettled(req),
+			fenceOpts{what: "settle admission", id: req.AdmissionID, transientBefore: true})
+		if err != nil {
 			return r.Settled, err
 		}
-		r.Claimed, claimErr = d.claimFrom(ctx, true, creq)
+		r.Claimed, claimErr = d.fencedWrite(ctx, sending(d.s.Store.Claim, creq), claimedBy(creq),
+			fenceOpts{what: "claim admission", id: creq.AdmissionID, transientBefore: true})
 		if claimErr != nil && !errors.Is(claimErr, backend.ErrNotHead) {
 			// The first attempt may have claimed it with its reply lost,
 			// and the retries could not tell: never started, it goes back.
@@ -116,9 +119,11 @@ func (d *drainer) giveBackClaim(ctx context.Context, id string) {
 	if a.Status != backend.StatusRunning || a.Epoch != d.lease.Epoch {
 		return // not claimed, or not by this drainer
 	}
-	if _, err := d.requeue(bg, backend.SettleRequest{
+	req := backend.SettleRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: a.Epoch, Generation: a.Generation, Now: d.s.now(),
-	}); err != nil {
+	}
+	if _, err := d.fencedWrite(bg, sending(d.s.Store.Requeue, req), requeued,
+		fenceOpts{what: "requeue admission", id: req.AdmissionID}); err != nil {
 		d.opt.Log("drain %s: give back admission %s (its claim's reply lost): %v", d.session, id, err)
 		return
 	}
@@ -138,9 +143,11 @@ func (d *drainer) giveBackNext(ctx context.Context) {
 	d.next = nil
 	bg, cancel := d.settleContext(ctx)
 	defer cancel()
-	_, err := d.requeue(bg, backend.SettleRequest{
+	req := backend.SettleRequest{
 		Session: d.session, AdmissionID: p.claimed.ID, Epoch: p.claimed.Epoch, Generation: p.claimed.Generation, Now: d.s.now(),
-	})
+	}
+	_, err := d.fencedWrite(bg, sending(d.s.Store.Requeue, req), requeued,
+		fenceOpts{what: "requeue admission", id: req.AdmissionID})
 	if err != nil {
 		d.opt.Log("drain %s: give back admission %s (claimed, not started): %v", d.session, p.claimed.ID, err)
 	}

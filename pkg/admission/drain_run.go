@@ -48,10 +48,11 @@ func (d *drainer) noteRun(ctx context.Context, sess backend.Session, a backend.A
 	if err != nil && transient(err) && len(settled) == 0 {
 		// The run may have committed with its reply lost: settle its
 		// notes one by one, each retried, those already written
-		// recognised as such (settleDirectAfterLoss).
+		// recognised as such (transientBefore: a refusal may mean done).
 		settled, err = nil, nil
 		for _, req := range reqs {
-			x, serr := d.settleDirectAfterLoss(sctx, req)
+			x, serr := d.fencedWrite(sctx, sending(d.s.Store.Settle, req), directSettled(req),
+				fenceOpts{what: "settle admission", id: req.AdmissionID, transientBefore: true})
 			if serr != nil {
 				err = serr
 				break

@@ -29,21 +29,25 @@ func (d *drainer) settleContext(ctx context.Context) (context.Context, context.C
 	return context.WithTimeout(context.WithoutCancel(ctx), d.opt.SettleTimeout)
 }
 
+// fenceOpts names a fenced write in messages and says how its attempts
+// begin.
+type fenceOpts struct {
+	what string // the write, as messages name it: "settle admission"
+	id   string // the admission written, read back after a refusal
+	// transientBefore: an attempt made before this one, elsewhere (a joint
+	// settle-claim, a run of notes), already failed transiently, so a
+	// refusal may mean that attempt committed.
+	transientBefore bool
+}
+
 // fencedWrite runs write until it succeeds, fails for good, or ctx ends,
 // retrying transient failures. done reports whether an admission as read
 // shows write's effect; it is asked only when a retry was refused after a
-// transient failure. what names the write for messages.
-func (d *drainer) fencedWrite(ctx context.Context, what, id string,
-	write func(context.Context) (backend.Admission, error), done func(backend.Admission) bool,
+// transient failure (or o.transientBefore).
+func (d *drainer) fencedWrite(ctx context.Context,
+	write func(context.Context) (backend.Admission, error), done func(backend.Admission) bool, o fenceOpts,
 ) (backend.Admission, error) {
-	return d.fencedWriteFrom(ctx, false, what, id, write, done)
-}
-
-// fencedWriteFrom is fencedWrite, told whether an attempt before it (made
-// elsewhere) already failed transiently.
-func (d *drainer) fencedWriteFrom(ctx context.Context, transientBefore bool, what, id string,
-	write func(context.Context) (backend.Admission, error), done func(backend.Admission) bool,
-) (backend.Admission, error) {
+	what, id, transientBefore := o.what, o.id, o.transientBefore
 	var b backoff
 	for {
 		a, err := write(ctx)
@@ -69,6 +73,42 @@ func (d *drainer) fencedWriteFrom(ctx context.Context, transientBefore bool, wha
 	}
 }
 
+// sending binds a store write to its request, for fencedWrite.
+func sending[R any](write func(context.Context, R) (backend.Admission, error), req R) func(context.Context) (backend.Admission, error) {
+	return func(ctx context.Context) (backend.Admission, error) { return write(ctx, req) }
+}
+
+// turnSettled is the done test of req, a turn's settle: the admission is
+// done with its outcome under its epoch and generation.
+func turnSettled(req backend.SettleRequest) func(backend.Admission) bool {
+	return func(a backend.Admission) bool {
+		return a.Status == backend.StatusDone && a.Outcome == req.Outcome &&
+			a.Epoch == req.Epoch && a.Generation == req.Generation
+	}
+}
+
+// directSettled is the done test of req, a settle of the queued head in
+// one write (a note, a misroute).
+func directSettled(req backend.SettleRequest) func(backend.Admission) bool {
+	return func(a backend.Admission) bool {
+		// Under this epoch only this drainer writes: a done admission
+		// with this write's outcome and mode is this write's.
+		return a.Status == backend.StatusDone && a.Outcome == req.Outcome && a.Epoch == req.Epoch &&
+			(req.Mode == "" || a.Mode == req.Mode)
+	}
+}
+
+// requeued is the done test of a requeue: the admission is queued again.
+func requeued(a backend.Admission) bool { return a.Status == backend.StatusQueued }
+
+// claimedBy is the done test of req, a claim: a claim whose reply was
+// lost shows the admission running under this epoch in req's mode.
+func claimedBy(req backend.ClaimRequest) func(backend.Admission) bool {
+	return func(a backend.Admission) bool {
+		return a.Status == backend.StatusRunning && a.Epoch == req.Epoch && a.Mode == req.Mode
+	}
+}
+
 // readAdmission reads an admission, retrying transient failures while ctx
 // lasts.
 func (d *drainer) readAdmission(ctx context.Context, id string, b *backoff) (backend.Admission, error) {
@@ -81,69 +121,6 @@ func (d *drainer) readAdmission(ctx context.Context, id string, b *backoff) (bac
 			return a, err
 		}
 	}
-}
-
-// settleTurn settles a claimed admission (a turn's end), retrying as above.
-func (d *drainer) settleTurn(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
-	return d.settleTurnFrom(ctx, false, req)
-}
-
-// settleTurnFrom is settleTurn, told whether an attempt before it (made
-// elsewhere) already failed transiently.
-func (d *drainer) settleTurnFrom(ctx context.Context, transientBefore bool, req backend.SettleRequest) (backend.Admission, error) {
-	return d.fencedWriteFrom(ctx, transientBefore, "settle admission", req.AdmissionID,
-		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Settle(ctx, req) },
-		func(a backend.Admission) bool {
-			return a.Status == backend.StatusDone && a.Outcome == req.Outcome &&
-				a.Epoch == req.Epoch && a.Generation == req.Generation
-		})
-}
-
-// settleDirect claims and settles the queued head in one write (a note, a
-// misroute), retrying as above.
-func (d *drainer) settleDirect(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
-	return d.fencedWrite(ctx, "settle admission", req.AdmissionID,
-		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Settle(ctx, req) },
-		func(a backend.Admission) bool {
-			// Under this epoch only this drainer writes: a done admission
-			// with this write's outcome and mode is this write's.
-			return a.Status == backend.StatusDone && a.Outcome == req.Outcome && a.Epoch == req.Epoch &&
-				(req.Mode == "" || a.Mode == req.Mode)
-		})
-}
-
-// settleDirectAfterLoss is settleDirect for a write already sent once,
-// within a run whose reply was lost (so a refusal means "maybe done").
-func (d *drainer) settleDirectAfterLoss(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
-	return d.fencedWriteFrom(ctx, true, "settle admission", req.AdmissionID,
-		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Settle(ctx, req) },
-		func(a backend.Admission) bool {
-			return a.Status == backend.StatusDone && a.Outcome == req.Outcome && a.Epoch == req.Epoch &&
-				(req.Mode == "" || a.Mode == req.Mode)
-		})
-}
-
-// requeue gives a claimed admission back, retrying as above.
-func (d *drainer) requeue(ctx context.Context, req backend.SettleRequest) (backend.Admission, error) {
-	return d.fencedWrite(ctx, "requeue admission", req.AdmissionID,
-		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Requeue(ctx, req) },
-		func(a backend.Admission) bool { return a.Status == backend.StatusQueued })
-}
-
-// claim claims the head for a turn, retrying as above: a claim whose reply
-// was lost shows the admission running under this epoch.
-func (d *drainer) claim(ctx context.Context, req backend.ClaimRequest) (backend.Admission, error) {
-	return d.claimFrom(ctx, false, req)
-}
-
-// claimFrom is claim, told whether an attempt before it (made elsewhere)
-// already failed transiently.
-func (d *drainer) claimFrom(ctx context.Context, transientBefore bool, req backend.ClaimRequest) (backend.Admission, error) {
-	return d.fencedWriteFrom(ctx, transientBefore, "claim admission", req.AdmissionID,
-		func(ctx context.Context) (backend.Admission, error) { return d.s.Store.Claim(ctx, req) },
-		func(a backend.Admission) bool {
-			return a.Status == backend.StatusRunning && a.Epoch == req.Epoch && a.Mode == req.Mode
-		})
 }
 
 // release gives the lease up, retrying transient failures until the settle

@@ -231,7 +231,8 @@ func (d *drainer) direct(ctx context.Context, req backend.SettleRequest) (stepRe
 	req.Session, req.Epoch, req.Direct, req.Now = d.session, d.lease.Epoch, true, d.s.now()
 	sctx, cancel := d.settleContext(ctx)
 	defer cancel()
-	a, err := d.settleDirect(sctx, req)
+	a, err := d.fencedWrite(sctx, sending(d.s.Store.Settle, req), directSettled(req),
+		fenceOpts{what: "settle admission", id: req.AdmissionID})
 	switch {
 	case err == nil:
 		d.settled(a)
@@ -313,9 +314,11 @@ func (d *drainer) runningUnstarted(ctx context.Context) (stepResult, bool, error
 		if a.Epoch != d.lease.Epoch {
 			continue
 		}
-		if _, err := d.requeue(ctx, backend.SettleRequest{
+		req := backend.SettleRequest{
 			Session: d.session, AdmissionID: a.ID, Epoch: a.Epoch, Generation: a.Generation, Now: d.s.now(),
-		}); err != nil {
+		}
+		if _, err := d.fencedWrite(ctx, sending(d.s.Store.Requeue, req), requeued,
+			fenceOpts{what: "requeue admission", id: req.AdmissionID}); err != nil {
 			return stepDone, false, fmt.Errorf("drain %s: give back admission %s (claimed, never started): %w", d.session, a.ID, err)
 		}
 		d.opt.Log("drain %s: admission %s seq %d was claimed and never started: given back", d.session, a.ID, a.Seq)
@@ -370,10 +373,12 @@ func (d *drainer) turn(ctx context.Context, sess backend.Session, a backend.Admi
 		return stepDeferred, false, err
 	}
 	prestartSupervisor() // its start overlaps the claim's commit
-	claimed, err := d.claim(ctx, backend.ClaimRequest{
+	creq := backend.ClaimRequest{
 		Session: d.session, AdmissionID: a.ID, Epoch: d.lease.Epoch,
 		Mode: backend.ModeTurn, DeliveredTo: target.ID, Now: d.s.now(),
-	})
+	}
+	claimed, err := d.fencedWrite(ctx, sending(d.s.Store.Claim, creq), claimedBy(creq),
+		fenceOpts{what: "claim admission", id: creq.AdmissionID})
 	if errors.Is(err, backend.ErrNotHead) {
 		return stepNotHead, false, nil
 	}
@@ -412,7 +417,8 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 		// The handler did not start: a configuration problem, not the
 		// turn's fault, or the lease about to lapse while the claim
 		// waited on the store. Give the admission back untouched.
-		if _, err := d.requeue(bg, req); err != nil {
+		if _, err := d.fencedWrite(bg, sending(d.s.Store.Requeue, req), requeued,
+			fenceOpts{what: "requeue admission", id: req.AdmissionID}); err != nil {
 			runErr = joinErrors(runErr, fmt.Errorf("requeue admission %s: %w", a.ID, err))
 		}
 		runErr = fmt.Errorf("drain %s: admission %s: %w", d.session, a.ID, runErr)
@@ -461,7 +467,8 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 	if next := d.peekTurn(ctx); next != nil {
 		settled, err = d.settleAndClaim(bg, req, next)
 	} else {
-		settled, err = d.settleTurn(bg, req)
+		settled, err = d.fencedWrite(bg, sending(d.s.Store.Settle, req), turnSettled(req),
+			fenceOpts{what: "settle admission", id: req.AdmissionID})
 	}
 	for tries := 0; errors.Is(err, backend.ErrMoved) && tries < maxRedecide; tries++ {
 		// The session was compressed or switched while the handler ran:
@@ -469,13 +476,14 @@ func (d *drainer) runTurn(ctx context.Context, sess backend.Session, claimed bac
 		// now (the tip of its lineage), or nowhere if that is no longer
 		// possible, never into the transcript that just ended.
 		if req, err = d.redecideTurn(bg, a, req); err == nil {
-			settled, err = d.settleTurn(bg, req)
+			settled, err = d.fencedWrite(bg, sending(d.s.Store.Settle, req), turnSettled(req),
+				fenceOpts{what: "settle admission", id: req.AdmissionID})
 		}
 	}
 	if err != nil {
 		// Fenced: a newer drainer owns the session; the reply is written
 		// nowhere, and the admission is theirs to resolve. (A settle that
-		// committed with its reply lost is not here: settleTurn saw it.)
+		// committed with its reply lost is not here: fencedWrite saw it.)
 		return stepDone, false, fmt.Errorf("drain %s: settle admission %s (handler ended with %s at %s; its outcome %s discarded): %w",
 			d.session, a.ID, res.end.status, res.end.at.Format(timeOfDay), req.Outcome, err)
 	}

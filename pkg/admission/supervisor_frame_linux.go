@@ -1,0 +1,181 @@
+//go:build linux
+
+package admission
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+)
+
+// The frames the drainer and the handler supervisor (supervisor_linux.go)
+// exchange over their socket pair.
+
+// Frame kinds.
+const (
+	// drainer → supervisor
+	msgStart    = 1 // id, deadline, path, dir, argv, env; the 3 pipes
+	msgDeadline = 2 // id, deadline (a renewal)
+	msgKill     = 3 // id
+	// supervisor → drainer
+	msgReady       = 10 // pid
+	msgStarted     = 11 // id, pid
+	msgStartFailed = 12 // id, why, text
+	msgEnded       = 13 // id, wait status, when, killed at the deadline, deadline
+)
+
+// Why a start failed.
+const (
+	startExecFailed = 1 // the handler could not be executed
+	startTooLate    = 2 // the lease deadline had passed
+)
+
+// maxFrame bounds a frame (a handler's argv and environment).
+const maxFrame = 64 << 20
+
+type encoder struct{ b []byte }
+
+func newFrame(kind byte) *encoder { return &encoder{b: []byte{0, 0, 0, 0, kind}} }
+
+func (e *encoder) u64(v uint64) *encoder { e.b = binary.LittleEndian.AppendUint64(e.b, v); return e }
+func (e *encoder) i64(v int64) *encoder  { return e.u64(uint64(v)) }
+func (e *encoder) str(s string) *encoder {
+	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(len(s)))
+	e.b = append(e.b, s...)
+	return e
+}
+
+func (e *encoder) strs(ss []string) *encoder {
+	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+	return e
+}
+
+func (e *encoder) bytes() []byte {
+	binary.LittleEndian.PutUint32(e.b, uint32(len(e.b)-4))
+	return e.b
+}
+
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.bad || n < 0 || n > len(d.b) {
+		d.bad = true
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if v := d.take(8); v != nil {
+		return binary.LittleEndian.Uint64(v)
+	}
+	return 0
+}
+
+func (d *decoder) i64() int64 { return int64(d.u64()) }
+
+func (d *decoder) u32() int {
+	if v := d.take(4); v != nil {
+		return int(binary.LittleEndian.Uint32(v))
+	}
+	return 0
+}
+
+func (d *decoder) str() string { return string(d.take(d.u32())) }
+
+func (d *decoder) strs() []string {
+	n := d.u32()
+	if n > len(d.b)/4 {
+		d.bad = true
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = d.str()
+	}
+	return ss
+}
+
+// frameReader reads frames, and the descriptors sent with them, from a
+// stream socket: a descriptor arrives no later than the first byte of the
+// frame it was sent with.
+type frameReader struct {
+	conn *net.UnixConn
+	buf  []byte
+	fds  []int
+	rbuf []byte
+	oob  []byte
+}
+
+func newFrameReader(conn *net.UnixConn) *frameReader {
+	return &frameReader{conn: conn, rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(16*4))}
+}
+
+func (r *frameReader) fill() error {
+	n, oobn, flags, _, err := r.conn.ReadMsgUnix(r.rbuf, r.oob)
+	if oobn > 0 {
+		msgs, perr := syscall.ParseSocketControlMessage(r.oob[:oobn])
+		if perr != nil {
+			return perr
+		}
+		for i := range msgs {
+			fds, perr := syscall.ParseUnixRights(&msgs[i])
+			if perr != nil {
+				return perr
+			}
+			for _, fd := range fds {
+				syscall.CloseOnExec(fd)
+			}
+			r.fds = append(r.fds, fds...)
+		}
+	}
+	if flags&syscall.MSG_CTRUNC != 0 {
+		return errors.New("descriptors lost (control message truncated)")
+	}
+	r.buf = append(r.buf, r.rbuf[:n]...)
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	return err
+}
+
+// frame returns the next frame's body.
+func (r *frameReader) frame() ([]byte, error) {
+	for {
+		if len(r.buf) >= 4 {
+			n := int(binary.LittleEndian.Uint32(r.buf))
+			if n < 1 || n > maxFrame {
+				return nil, fmt.Errorf("bad frame length %d", n)
+			}
+			if len(r.buf) >= 4+n {
+				body := append([]byte(nil), r.buf[4:4+n]...)
+				r.buf = r.buf[4+n:]
+				return body, nil
+			}
+		}
+		if err := r.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// takeFDs returns the next n descriptors received.
+func (r *frameReader) takeFDs(n int) ([]int, error) {
+	if len(r.fds) < n {
+		return nil, fmt.Errorf("%d descriptors received, %d expected", len(r.fds), n)
+	}
+	fds := r.fds[:n:n]
+	r.fds = r.fds[n:]
+	return fds, nil
+}
