@@ -16,6 +16,7 @@ import (
 	fastjson "github.com/segmentio/encoding/json"
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -231,10 +232,10 @@ func runAdmit(ctx context.Context, o *admitOptions) error {
 // admitText is one result line: "admitted 3f2a… seq 1 (s1)".
 func admitText(w io.Writer, r backend.AdmitResult) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s seq %d (%s)", r.Result, esc(r.Admission.ID), r.Admission.Seq, esc(r.Admission.Session))
+	fmt.Fprintf(&b, "%s %s seq %d (%s)", r.Result, termtext.Esc(r.Admission.ID), r.Admission.Seq, termtext.Esc(r.Admission.Session))
 	if r.Result != backend.ResultDuplicate {
 		for _, d := range r.Duplicates {
-			fmt.Fprintf(&b, "; duplicate %s", esc(d))
+			fmt.Fprintf(&b, "; duplicate %s", termtext.Esc(d))
 		}
 	}
 	if r.PayloadDiffers {
@@ -387,7 +388,7 @@ var errStopBatch = errors.New("batch stopped")
 // error line.
 func (b *batchRun) bad(n int, lerr error) error {
 	b.worst = worseError(b.worst, lerr)
-	be := batchError{Line: n, Error: string(backend.CodeOf(lerr)), Message: oneLine(lerr.Error())}
+	be := batchError{Line: n, Error: string(backend.CodeOf(lerr)), Message: termtext.OneLine(lerr.Error())}
 	if err := b.emit(be, textf("error line %d: %s\n", be.Line, be.Message)); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/producer"
 )
 
@@ -76,7 +77,7 @@ func (f *Factory) producerStats(ctx context.Context) ([]producerStat, error) {
 func (f *Factory) producerStatsOrWarn(ctx context.Context) []producerStat {
 	ps, err := f.producerStats(ctx)
 	if err != nil {
-		fmt.Fprintf(f.IO.ErrOut, "hermesq: producers left out: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(f.IO.ErrOut, "hermesq: producers left out: %s\n", termtext.OneLine(err.Error()))
 		return nil
 	}
 	return ps
@@ -87,10 +88,10 @@ func producerTable(w io.Writer, ps []producerStat) error {
 	rows := make([][]string, 0, len(ps))
 	for _, s := range ps {
 		rows = append(rows, []string{s.Producer, strconv.Itoa(s.Pending), strconv.Itoa(s.Waiting),
-			ageText(s.OldestWaitingAge, s.Waiting > 0), strconv.Itoa(s.Rejected), strconv.Itoa(s.Delivered), strconv.Itoa(s.Dropped),
-			cell(orDash(s.LastReason), 60)})
+			termtext.Age(s.OldestWaitingAge, s.Waiting > 0), strconv.Itoa(s.Rejected), strconv.Itoa(s.Delivered), strconv.Itoa(s.Dropped),
+			termtext.Cell(termtext.OrDash(s.LastReason), 60)})
 	}
-	return table(w, []string{"PRODUCER", "PENDING", "WAITING", "OLDEST WAITING", "REJECTED", "DELIVERED", "DROPPED", "LAST REFUSAL"}, rows)
+	return termtext.Table(w, []string{"PRODUCER", "PENDING", "WAITING", "OLDEST WAITING", "REJECTED", "DELIVERED", "DROPPED", "LAST REFUSAL"}, rows)
 }
 
 // producerGauges are the producers' Prometheus gauges.

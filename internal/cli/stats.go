@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -103,7 +104,7 @@ type statsOutput struct {
 }
 
 func statsRow(name string, q admission.QueueStats) []string {
-	row := []string{name, strconv.Itoa(q.Depth), ageText(q.OldestQueuedAge, q.Depth > 0), strconv.Itoa(q.Running), strconv.Itoa(q.Unknown), strconv.Itoa(q.Viewers)}
+	row := []string{name, strconv.Itoa(q.Depth), termtext.Age(q.OldestQueuedAge, q.Depth > 0), strconv.Itoa(q.Running), strconv.Itoa(q.Unknown), strconv.Itoa(q.Viewers)}
 	for _, o := range admission.AllOutcomes {
 		row = append(row, strconv.Itoa(q.Outcomes[o]))
 	}
@@ -119,15 +120,7 @@ func statsTable(w io.Writer, s admission.Stats) error {
 		rows = append(rows, statsRow(q.Session, q))
 	}
 	rows = append(rows, statsRow("(total)", s.Total))
-	return table(w, []string{"SESSION", "DEPTH", "OLDEST", "RUNNING", "UNKNOWN", "VIEWERS", "COMPLETED", "FAILED", "INTERRUPTED", "CANCELLED", "TURNS", "NOTES"}, rows)
-}
-
-// ageText is a duration for a table, whole seconds; "-" when there is none.
-func ageText(d time.Duration, some bool) string {
-	if !some {
-		return "-"
-	}
-	return d.Truncate(time.Second).String()
+	return termtext.Table(w, []string{"SESSION", "DEPTH", "OLDEST", "RUNNING", "UNKNOWN", "VIEWERS", "COMPLETED", "FAILED", "INTERRUPTED", "CANCELLED", "TURNS", "NOTES"}, rows)
 }
 
 // writePrometheus writes s in the Prometheus text exposition format.
@@ -337,14 +330,14 @@ producer).`,
 			err := o.run(cmd, f)
 			var cs *checkStatus
 			if err != nil && !errors.As(err, &cs) {
-				fmt.Fprintf(f.IO.Out, "HERMESQ UNKNOWN - %s\n", escapePerfText(oneLine(err.Error())))
+				fmt.Fprintf(f.IO.Out, "HERMESQ UNKNOWN - %s\n", escapePerfText(termtext.OneLine(err.Error())))
 				return &checkStatus{state: nagiosUnknown, err: err}
 			}
 			return err
 		},
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		fmt.Fprintf(f.IO.Out, "HERMESQ UNKNOWN - %s\n", escapePerfText(oneLine(err.Error())))
+		fmt.Fprintf(f.IO.Out, "HERMESQ UNKNOWN - %s\n", escapePerfText(termtext.OneLine(err.Error())))
 		return &checkStatus{state: nagiosUnknown, err: fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
 	})
 	fl := cmd.Flags()
@@ -415,9 +408,9 @@ func (o *checkOptions) run(cmd *cobra.Command, f *Factory) error {
 			if q.Depth > 0 {
 				switch {
 				case o.AgeCrit > 0 && q.OldestQueuedAge >= o.AgeCrit:
-					raise(nagiosCritical, fmt.Sprintf("%s oldest queued %s >= %s", q.Session, ageText(q.OldestQueuedAge, true), o.AgeCrit))
+					raise(nagiosCritical, fmt.Sprintf("%s oldest queued %s >= %s", q.Session, termtext.Age(q.OldestQueuedAge, true), o.AgeCrit))
 				case o.AgeWarn > 0 && q.OldestQueuedAge >= o.AgeWarn:
-					raise(nagiosWarning, fmt.Sprintf("%s oldest queued %s >= %s", q.Session, ageText(q.OldestQueuedAge, true), o.AgeWarn))
+					raise(nagiosWarning, fmt.Sprintf("%s oldest queued %s >= %s", q.Session, termtext.Age(q.OldestQueuedAge, true), o.AgeWarn))
 				}
 			}
 		}
@@ -437,17 +430,17 @@ func (o *checkOptions) run(cmd *cobra.Command, f *Factory) error {
 			switch {
 			case ps.Waiting > 0 && waitCrit > 0 && ps.OldestWaitingAge > waitCrit:
 				raise(nagiosCritical, fmt.Sprintf("producer %s: %d waiting after a refusal, oldest %s > %s: %s",
-					ps.Producer, ps.Waiting, ageText(ps.OldestWaitingAge, true), waitCrit, escapePerfText(oneLine(ps.LastReason))))
+					ps.Producer, ps.Waiting, termtext.Age(ps.OldestWaitingAge, true), waitCrit, escapePerfText(termtext.OneLine(ps.LastReason))))
 			case ps.Waiting > 0:
 				reasons = append(reasons, fmt.Sprintf("producer %s: %d waiting after a refusal, oldest %s",
-					ps.Producer, ps.Waiting, ageText(ps.OldestWaitingAge, true)))
+					ps.Producer, ps.Waiting, termtext.Age(ps.OldestWaitingAge, true)))
 			}
 			if ps.Rejected > 0 {
 				raise(nagiosWarning, fmt.Sprintf("producer %s: %d rejected (producers outbox %s)", ps.Producer, ps.Rejected, ps.Producer))
 			}
 		}
 		summary := fmt.Sprintf("%d sessions, depth %d, oldest %s, running %d, unknown %d",
-			len(scope), total.Depth, ageText(total.OldestQueuedAge, total.Depth > 0), total.Running, total.Unknown)
+			len(scope), total.Depth, termtext.Age(total.OldestQueuedAge, total.Depth > 0), total.Running, total.Unknown)
 		if len(reasons) > 0 {
 			summary = strings.Join(reasons, "; ") + " (" + summary + ")"
 		}

@@ -12,6 +12,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -262,16 +263,16 @@ func (m *topModel) View() string {
 			age := "-"
 			switch a.Status {
 			case backend.StatusQueued:
-				age = ageText(m.stats.At.Sub(a.AdmittedAt), true)
+				age = termtext.Age(m.stats.At.Sub(a.AdmittedAt), true)
 			case backend.StatusRunning, backend.StatusUnknown:
-				age = ageText(m.stats.At.Sub(a.StartedAt), true)
+				age = termtext.Age(m.stats.At.Sub(a.StartedAt), true)
 			}
-			rows = append(rows, []string{strconv.FormatUint(a.Seq, 10), a.ID, string(a.Kind), string(a.Status), age, cell(a.Text(), 40)})
+			rows = append(rows, []string{strconv.FormatUint(a.Seq, 10), a.ID, string(a.Kind), string(a.Status), age, termtext.Cell(a.Text(), 40)})
 		}
 		if len(rows) == 0 {
 			b.WriteString("(nothing queued, running or unknown)\n")
 		} else {
-			_ = table(&b, []string{"SEQ", "ID", "KIND", "STATUS", "AGE", "TEXT"}, rows)
+			_ = termtext.Table(&b, []string{"SEQ", "ID", "KIND", "STATUS", "AGE", "TEXT"}, rows)
 		}
 		return b.String()
 	}
@@ -284,15 +285,15 @@ func (m *topModel) View() string {
 		}
 		running := "-"
 		if q.RunningID != "" {
-			running = q.RunningID[:min(8, len(q.RunningID))] + " " + ageText(q.RunningAge, true)
+			running = q.RunningID[:min(8, len(q.RunningID))] + " " + termtext.Age(q.RunningAge, true)
 		}
-		rows = append(rows, []string{mark, q.Session, q.State, strconv.Itoa(q.Depth), ageText(q.OldestQueuedAge, q.Depth > 0),
-			running, strconv.Itoa(q.Unknown), orDash(q.LeaseHolder), strconv.Itoa(q.Viewers)})
+		rows = append(rows, []string{mark, q.Session, q.State, strconv.Itoa(q.Depth), termtext.Age(q.OldestQueuedAge, q.Depth > 0),
+			running, strconv.Itoa(q.Unknown), termtext.OrDash(q.LeaseHolder), strconv.Itoa(q.Viewers)})
 	}
-	_ = table(&b, []string{" ", "SESSION", "STATE", "DEPTH", "OLDEST", "RUNNING", "UNKNOWN", "LEASE", "VIEWERS"}, rows)
+	_ = termtext.Table(&b, []string{" ", "SESSION", "STATE", "DEPTH", "OLDEST", "RUNNING", "UNKNOWN", "LEASE", "VIEWERS"}, rows)
 	switch {
 	case m.prodEr != nil:
-		fmt.Fprintf(&b, "\nproducers: %s\n", oneLine(m.prodEr.Error()))
+		fmt.Fprintf(&b, "\nproducers: %s\n", termtext.OneLine(m.prodEr.Error()))
 	case len(m.prods) > 0:
 		b.WriteString("\n")
 		_ = producerTable(&b, m.prods)
