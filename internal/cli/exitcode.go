@@ -105,7 +105,7 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &check):
 		// check speaks the Nagios plugin conventions instead.
-		return check.state
+		return int(check.state)
 	case sigErr:
 		if s, ok := sig.sig.(syscall.Signal); ok {
 			return 128 + int(s)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 	"unicode/utf8"
 )
 
@@ -42,14 +41,6 @@ func OrDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// Age is a duration for a table, whole seconds; "-" when there is none.
-func Age(d time.Duration, some bool) string {
-	if !some {
-		return "-"
-	}
-	return d.Truncate(time.Second).String()
 }
 
 // OneLine keeps a message on one line.
