@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -71,7 +70,8 @@ func Detach(what string) (pid int, status string, err error) {
 	return pid, msg, nil
 }
 
-// ReportDetached tells the waiting Detach (fd 3) how the start went, once.
+// ReportDetached tells the waiting Detach (fd 3) how the start went, once,
+// on one line: Detach reads up to the first newline.
 func ReportDetached(ok bool, msg string) {
 	f := os.NewFile(3, "report")
 	if f == nil {
@@ -81,6 +81,7 @@ func ReportDetached(ok bool, msg string) {
 	if !ok {
 		prefix = "error "
 	}
-	_, _ = fmt.Fprintf(f, "%s%s\n", prefix, termtext.OneLine(msg))
+	msg = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(strings.TrimRight(msg, "\r\n"))
+	_, _ = fmt.Fprintf(f, "%s%s\n", prefix, msg)
 	_ = f.Close()
 }
