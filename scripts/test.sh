@@ -62,7 +62,7 @@ echo "== fuzz: config, payloads, identities, bbolt codec, Redis replies and mess
 for pt in internal/cli:FuzzConfig pkg/admission:FuzzCanonical pkg/admission:FuzzIdentities \
   plugins/storage/bbolt:FuzzRecordCodec plugins/storage/redis:FuzzReplyDecoder plugins/storage/redis:FuzzStoreURL \
   plugins/storage/redis:FuzzMessageEncode internal/cli:FuzzBatchEmit pkg/backend:FuzzAdmissionJSON \
-  internal/cli:FuzzPromGaugesAsExpfmt pkg/backend:FuzzStrictObject; do
+  pkg/stats:FuzzPromGaugesAsExpfmt pkg/backend:FuzzStrictObject; do
   fuzz "${pt%%:*}" "${pt#*:}" "${HERMESQ_FUZZTIME_SHORT:-10s}"
 done
 echo "== soak: chaos (drainers killed; Redis writes paused and connections dropped) and Redis faults (bounded)"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -45,7 +46,7 @@ func newAdminSetCmd(f *Factory, grant bool) *cobra.Command {
 			check := func() error { return backend.CheckSetAdmin(args[0], grant) }
 			return storeRun(f, check, func(p *printer, st backend.Store, cfg *Config) error {
 				if !cfg.StoreAdmin {
-					return backend.Errorf(backend.ErrForbidden, "admin %s: %q does not administer this store (on Redis: a user allowed to manage ACL users; on bbolt: the file's owner)", verb, orDash(cfg.Caller))
+					return backend.Errorf(backend.ErrForbidden, "admin %s: %q does not administer this store (on Redis: a user allowed to manage ACL users; on bbolt: the file's owner)", verb, termtext.OrDash(cfg.Caller))
 				}
 				if err := st.SetAdmin(cmd.Context(), args[0], grant); err != nil {
 					return err
@@ -73,7 +74,7 @@ func newAdminListCmd(f *Factory) *cobra.Command {
 				}
 				return p.object(admins, func(w io.Writer) error {
 					for _, a := range admins {
-						if _, err := fmt.Fprintln(w, esc(a)); err != nil {
+						if _, err := fmt.Fprintln(w, termtext.Esc(a)); err != nil {
 							return err
 						}
 					}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/backend"
 	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
 )
@@ -131,7 +132,7 @@ func readConfigFile(v *viper.Viper) (string, []byte, error) {
 		err = parseConfig(v, path, data)
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("config file %s: %v: %w", path, oneLine(err.Error()), backend.ErrInvalid)
+		return "", nil, fmt.Errorf("config file %s: %v: %w", path, termtext.OneLine(err.Error()), backend.ErrInvalid)
 	}
 	return path, data, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermesq/hermesq/internal/pluginperm"
 	"github.com/hermesq/hermesq/internal/producerhost"
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
 	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
@@ -46,7 +47,7 @@ corrupt or truncated store file is reported here, never re-created.`,
 func runDoctor(ctx context.Context, f *Factory) error {
 	var out []backend.Finding
 	add := func(check, status, detail, repair string) {
-		out = append(out, backend.Finding{Check: check, Status: status, Detail: oneLine(detail), Repair: repair})
+		out = append(out, backend.Finding{Check: check, Status: status, Detail: termtext.OneLine(detail), Repair: repair})
 	}
 	p := &printer{ios: f.IO, format: f.output()}
 	cfg, err := f.Config()
@@ -240,7 +241,7 @@ func doctorPluginConfig(add func(check, status, detail, repair string), pc *Prod
 		if !strings.HasPrefix(last, name+":") {
 			last = name + ": " + last
 		}
-		add("plugin config", backend.FindingFail, oneLine(last), "fix producers."+name+".config")
+		add("plugin config", backend.FindingFail, termtext.OneLine(last), "fix producers."+name+".config")
 	}
 }
 
@@ -264,11 +265,11 @@ func doctorProducerHost(add func(check, status, detail, repair string), self boo
 func doctorReport(p *printer, out []backend.Finding) error {
 	err := list(p, out, func(w io.Writer) error {
 		for _, fd := range out {
-			if _, err := fmt.Fprintf(w, "%-5s %-18s %s\n", fd.Status, fd.Check, esc(fd.Detail)); err != nil {
+			if _, err := fmt.Fprintf(w, "%-5s %-18s %s\n", fd.Status, fd.Check, termtext.Esc(fd.Detail)); err != nil {
 				return err
 			}
 			if fd.Repair != "" {
-				if _, err := fmt.Fprintf(w, "      %-18s repair: %s\n", "", esc(fd.Repair)); err != nil {
+				if _, err := fmt.Fprintf(w, "      %-18s repair: %s\n", "", termtext.Esc(fd.Repair)); err != nil {
 					return err
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -206,7 +207,7 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 	opt.Principal, opt.AsOwner = cfg.Principal, cfg.Admin && cfg.Principal == cfg.Caller
 	opt.LeftOut = func(n int) {
 		fmt.Fprintf(o.f.IO.ErrOut, "hermesq: drain: left out %d session(s) with work that principal %s may not drain (its owner may grant it: hermesq session grant SESSION %s --role drainer)\n",
-			n, esc(cfg.Principal), esc(cfg.Principal))
+			n, termtext.Esc(cfg.Principal), termtext.Esc(cfg.Principal))
 	}
 
 	// SIGINT/SIGTERM cancel the drain: the running turn gets the grace,
@@ -234,7 +235,7 @@ func runDrain(ctx context.Context, o *drainOptions) error {
 		return sig
 	}
 	if errors.Is(err, backend.ErrForbidden) && !o.All {
-		return fmt.Errorf("%w (its owner may grant it: hermesq session grant SESSION %s --role drainer)", err, esc(cfg.Principal))
+		return fmt.Errorf("%w (its owner may grant it: hermesq session grant SESSION %s --role drainer)", err, termtext.Esc(cfg.Principal))
 	}
 	if errors.Is(err, admission.ErrNoHandler) {
 		return fmt.Errorf("%w (give the handler after --, e.g. 'hermesq drain S -- ./agent.sh', or set handler.command in the config file)", err)
@@ -313,7 +314,7 @@ func executedText(w io.Writer, a backend.Admission) error {
 	case what == "":
 		what = string(a.Status)
 	}
-	_, err := fmt.Fprintf(w, "%s %s seq %d -> %s\n", what, a.ID, a.Seq, orDash(a.DeliveredTo))
+	_, err := fmt.Fprintf(w, "%s %s seq %d -> %s\n", what, a.ID, a.Seq, termtext.OrDash(a.DeliveredTo))
 	return err
 }
 

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"syscall"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -105,7 +105,7 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &check):
 		// check speaks the Nagios plugin conventions instead.
-		return check.state
+		return int(check.state)
 	case sigErr:
 		if s, ok := sig.sig.(syscall.Signal); ok {
 			return 128 + int(s)
@@ -167,7 +167,7 @@ func (f *Factory) Exit(err error) int {
 // printError writes one diagnostic line: `hermesq: error: …`, or with -o
 // json (and jsonl) `{"error":"<code>","message":"…"}`.
 func printError(w io.Writer, format, code, msg string) {
-	msg = oneLine(msg)
+	msg = termtext.OneLine(msg)
 	if format == formatJSON || format == formatJSONL {
 		b, _ := json.Marshal(struct {
 			Error   string `json:"error"`
@@ -176,11 +176,5 @@ func printError(w io.Writer, format, code, msg string) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(w, "hermesq: error: %s\n", esc(msg))
-}
-
-// oneLine keeps a message on one line.
-func oneLine(s string) string {
-	s = strings.TrimRight(s, "\r\n")
-	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+	fmt.Fprintf(w, "hermesq: error: %s\n", termtext.Esc(msg))
 }

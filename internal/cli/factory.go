@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
@@ -91,7 +92,7 @@ func (f *Factory) Config() (*Config, error) {
 		f.cfg, f.cfgErr = loadConfig(f.v)
 		if f.cfg != nil {
 			for _, w := range f.cfg.Warnings {
-				fmt.Fprintf(f.IO.ErrOut, "hermesq: warning: %s\n", esc(w))
+				fmt.Fprintf(f.IO.ErrOut, "hermesq: warning: %s\n", termtext.Esc(w))
 			}
 		}
 	})

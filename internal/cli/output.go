@@ -8,8 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
@@ -37,7 +37,7 @@ func (f *Factory) configAndPrinter() (*Config, *printer, error) {
 func (p *printer) text() bool { return p.format == formatText }
 
 // textf is the text rendering of a one-line result: format and args as
-// for fmt.Fprintf, string arguments escaped (escapeText).
+// for fmt.Fprintf, string arguments escaped (termtext.Escape).
 func textf(format string, args ...any) func(w io.Writer) error {
 	return func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, format, escArgs(args)...)
@@ -121,54 +121,20 @@ func escArgs(args []any) []any {
 	out := make([]any, len(args))
 	for i, a := range args {
 		if s, ok := a.(string); ok {
-			a = esc(s)
+			a = termtext.Esc(s)
 		}
 		out[i] = a
 	}
 	return out
 }
 
-// table writes aligned columns, every cell escaped (escapeText): stored
-// text never reaches the terminal raw.
-func table(w io.Writer, header []string, rows [][]string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if header != nil {
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
-	}
-	for _, r := range rows {
-		cells := make([]string, len(r))
-		for i, c := range r {
-			cells[i] = esc(c)
-		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
-	}
-	return tw.Flush()
-}
-
 // fields writes "key: value" lines, aligned, every value escaped.
 func fields(w io.Writer, kv [][2]string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	for _, f := range kv {
-		fmt.Fprintf(tw, "%s:\t%s\n", f[0], esc(f[1]))
+		fmt.Fprintf(tw, "%s:\t%s\n", f[0], termtext.Esc(f[1]))
 	}
 	return tw.Flush()
-}
-
-// cell makes a value fit on one line of a table: cut to max runes on a
-// terminal (max 0: never cut). table and fields escape it.
-func cell(s string, max int) string {
-	if max > 0 && utf8.RuneCountInString(s) > max {
-		r := []rune(s)
-		s = string(r[:max-1]) + "…"
-	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func timeText(t time.Time) string {
@@ -195,23 +161,23 @@ func admissionFields(w io.Writer, a backend.Admission) error {
 		{"session", a.Session},
 		{"seq", fmt.Sprint(a.Seq)},
 		{"kind", string(a.Kind)},
-		{"producer", orDash(a.Producer)},
-		{"principal", orDash(a.Principal)},
-		{"request id", orDash(a.RequestID)},
-		{"identities", orDash(strings.Join(a.Identities, ", "))},
-		{"pinned target", orDash(a.PinnedTarget)},
-		{"delivered to", orDash(a.DeliveredTo)},
+		{"producer", termtext.OrDash(a.Producer)},
+		{"principal", termtext.OrDash(a.Principal)},
+		{"request id", termtext.OrDash(a.RequestID)},
+		{"identities", termtext.OrDash(strings.Join(a.Identities, ", "))},
+		{"pinned target", termtext.OrDash(a.PinnedTarget)},
+		{"delivered to", termtext.OrDash(a.DeliveredTo)},
 		{"status", string(a.Status)},
-		{"outcome", orDash(string(a.Outcome))},
-		{"mode", orDash(string(a.Mode))},
+		{"outcome", termtext.OrDash(string(a.Outcome))},
+		{"mode", termtext.OrDash(string(a.Mode))},
 		{"epoch", fmt.Sprint(a.Epoch)},
 		{"generation", fmt.Sprint(a.Generation)},
 		{"admitted at", timeText(a.AdmittedAt)},
 		{"started at", timeText(a.StartedAt)},
 		{"settled at", timeText(a.SettledAt)},
-		{"replay of", orDash(a.ReplayOf)},
-		{"error", orDash(cell(a.Error, 0))},
-		{"text", cell(a.Text(), 0)},
+		{"replay of", termtext.OrDash(a.ReplayOf)},
+		{"error", termtext.OrDash(termtext.Cell(a.Error, 0))},
+		{"text", termtext.Cell(a.Text(), 0)},
 	})
 }
 
@@ -221,16 +187,16 @@ func admissionTable(w io.Writer, as []backend.Admission, width int) error {
 	for _, a := range as {
 		rows = append(rows, []string{
 			fmt.Sprint(a.Seq), a.ID, string(a.Kind), string(a.Status),
-			orDash(string(a.Outcome)), orDash(string(a.Mode)), cell(a.Text(), width),
+			termtext.OrDash(string(a.Outcome)), termtext.OrDash(string(a.Mode)), termtext.Cell(a.Text(), width),
 		})
 	}
-	return table(w, []string{"SEQ", "ID", "KIND", "STATUS", "OUTCOME", "MODE", "TEXT"}, rows)
+	return termtext.Table(w, []string{"SEQ", "ID", "KIND", "STATUS", "OUTCOME", "MODE", "TEXT"}, rows)
 }
 
 // messageText writes one transcript message: "[seq] role: content", the
 // content escaped but for its newlines and tabs.
 func messageText(w io.Writer, m backend.Message) error {
-	_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, esc(string(m.Role)), escapeText(m.Content, true))
+	_, err := fmt.Fprintf(w, "[%d] %s: %s\n", m.Seq, termtext.Esc(string(m.Role)), termtext.Escape(m.Content, true))
 	return err
 }
 

@@ -1,24 +1,19 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/process"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
 )
@@ -300,65 +295,39 @@ func runProcRun(ctx context.Context, o *procOptions) error {
 		return err
 	}
 	if o.Detach {
-		return detachSupervisor(o.f, p, "proc run")
+		return detachSupervisor(p, "proc run")
 	}
-	cmd := exec.Command(o.Args[0], o.Args[1:]...)
-	tail := &tailBuffer{max: tailBytes}
+	var sup *process.Supervised
 	if o.detached {
-		cmd.Stdin = nil
-		cmd.Stdout, cmd.Stderr = tail, tail
+		sup, err = process.Start(o.Args, tailBytes, nil, nil, nil)
 	} else {
-		cmd.Stdin = o.f.IO.In
-		cmd.Stdout = io.MultiWriter(o.f.IO.Out, tail)
-		cmd.Stderr = io.MultiWriter(o.f.IO.ErrOut, tail)
+		sup, err = process.Start(o.Args, tailBytes, o.f.IO.In, o.f.IO.Out, o.f.IO.ErrOut)
 	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err != nil {
 		err = fmt.Errorf("proc run: start %s: %v: %w", o.Args[0], err, backend.ErrInvalid)
 		if o.detached {
-			reportDetached(false, err.Error())
+			process.ReportDetached(false, err.Error())
 		}
 		return err
 	}
-	c := completion{PID: cmd.Process.Pid, Command: o.Args, StartedAt: producer.PyFloat(float64(start.UnixMicro()) / 1e6)}
+	c := completion{PID: sup.PID, Command: o.Args, StartedAt: producer.PyFloat(float64(sup.Start.UnixMicro()) / 1e6)}
 	if o.detached {
 		ev, err := o.event(c)
 		if err != nil {
 			return err
 		}
-		reportDetached(true, "started "+ev.Identity)
+		process.ReportDetached(true, "started "+ev.Identity)
 	}
 	// Signals for run go to the command; run records how it ended.
 	sigs, stop := o.f.Signals(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
-			case <-done:
-				return
-			}
-		}
-	}()
-	werr := cmd.Wait()
-	close(done)
+	end, werr := sup.Wait(sigs)
 	stop()
-	code := 0
-	var exitErr *exec.ExitError
-	switch {
-	case werr == nil:
-	case errors.As(werr, &exitErr):
-		code = exitErr.ExitCode()
-		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-	default:
+	if werr != nil {
 		return fmt.Errorf("proc run: wait for %s: %w", o.Args[0], werr)
 	}
-	c.ExitCode = &code
-	c.DurationS = time.Since(start).Seconds()
-	c.OutputTail = tail.String()
+	c.ExitCode = &end.ExitCode
+	c.DurationS = end.Duration.Seconds()
+	c.OutputTail = end.OutputTail
 	return o.record(ctx, p, c)
 }
 
@@ -376,165 +345,44 @@ func runProcWatch(ctx context.Context, o *procOptions) error {
 	if _, err := o.f.producerPaths(); err != nil {
 		return err
 	}
-	procs := make([]watchedProc, len(o.Args))
+	procs := make([]process.Watched, len(o.Args))
 	for i, a := range o.Args {
 		pid, err := strconv.Atoi(a)
 		if err != nil || pid <= 0 {
 			return fmt.Errorf("proc watch: %q is not a process id: %w", a, backend.ErrInvalid)
 		}
-		if procs[i], err = inspectProc(pid); err != nil {
+		if procs[i], err = process.Inspect(pid); err != nil {
 			return err
 		}
 	}
 	commands := make([][]string, len(procs))
 	for i, w := range procs {
-		commands[i] = w.command
+		commands[i] = w.Command
 	}
 	if err := o.checkBefore(ctx, "each completion", commands...); err != nil {
 		return err
 	}
 	if o.Detach {
-		return detachSupervisor(o.f, p, "proc watch")
+		return detachSupervisor(p, "proc watch")
 	}
 	if o.detached {
-		reportDetached(true, fmt.Sprintf("watching %d processes", len(procs)))
+		process.ReportDetached(true, fmt.Sprintf("watching %d processes", len(procs)))
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	for _, w := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := waitProc(ctx, w)
-			if err == nil {
-				c := completion{PID: w.pid, Command: w.command, StartedAt: producer.PyFloat(w.startedAt),
-					DurationS: float64(time.Now().UnixMicro())/1e6 - w.startedAt}
-				mu.Lock()
-				err = o.record(ctx, p, c)
-				mu.Unlock()
-			}
-			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
+	return process.WaitEach(ctx, procs, func(w process.Watched, at time.Time) error {
+		return o.record(ctx, p, completion{PID: w.PID, Command: w.Command, StartedAt: producer.PyFloat(w.StartedAt),
+			DurationS: float64(at.UnixMicro())/1e6 - w.StartedAt})
+	})
 }
 
-// watchedProc is a running process proc watch waits for.
-type watchedProc struct {
-	pid       int
-	command   []string
-	startedAt float64 // seconds since the epoch
-	startTick string  // the kernel's start time, to tell a reused pid
-}
-
-// detachSupervisor re-executes this command in a new session (a supervisor that
-// outlives the calling shell and its terminal) with --detached instead of
-// --detach, waits for it to report that it started (or why not) on a pipe,
-// prints that, and returns.
-func detachSupervisor(_ *Factory, p *printer, what string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("%s --detach: find own executable: %w", what, err)
-	}
-	args := make([]string, 0, len(os.Args))
-	dash := false
-	for _, a := range os.Args[1:] {
-		if a == "--" {
-			dash = true
-		}
-		if !dash && (a == "--detach" || a == "--detach=true") {
-			a = "--detached"
-		}
-		args = append(args, a)
-	}
-	r, w, err := os.Pipe()
+// detachSupervisor starts the detached supervisor of this command
+// (process.Detach) and prints what it reported.
+func detachSupervisor(p *printer, what string) error {
+	pid, msg, err := process.Detach(what)
 	if err != nil {
 		return err
-	}
-	defer r.Close()
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		w.Close()
-		return err
-	}
-	defer devnull.Close()
-	cmd := exec.Command(self, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	cmd.ExtraFiles = []*os.File{w} // fd 3: the supervisor's report
-	newSession(cmd)
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		return fmt.Errorf("%s --detach: start supervisor: %w", what, err)
-	}
-	w.Close()
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Release()
-	line, _ := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
-	line = strings.TrimSpace(line)
-	msg, ok := strings.CutPrefix(line, "ok ")
-	if !ok {
-		if line == "" {
-			line = "the supervisor ended without a report"
-		}
-		// The supervisor's error as it said it, without the command name
-		// and the code it carried, which are said here once.
-		detail := strings.TrimPrefix(strings.TrimPrefix(line, "error "), what+": ")
-		detail = strings.TrimSuffix(detail, ": "+backend.ErrInvalid.Error())
-		return fmt.Errorf("%s --detach: %s: %w", what, detail, backend.ErrInvalid)
 	}
 	return p.object(map[string]any{"supervisor_pid": pid, "status": msg},
 		textf("%s (supervisor pid %d)\n", msg, pid))
-}
-
-// reportDetached tells the waiting detach (fd 3) how the start went, once.
-func reportDetached(ok bool, msg string) {
-	f := os.NewFile(3, "report")
-	if f == nil {
-		return
-	}
-	prefix := "ok "
-	if !ok {
-		prefix = "error "
-	}
-	_, _ = fmt.Fprintf(f, "%s%s\n", prefix, oneLine(msg))
-	_ = f.Close()
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-// String is the tail, starting at a whole UTF-8 character, invalid bytes
-// replaced.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.b
-	for len(b) > 0 && !utf8.RuneStart(b[0]) {
-		b = b[1:]
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // shellJoin writes argv as a shell would need it typed.

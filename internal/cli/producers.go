@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermesq/hermesq/internal/producerhost"
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
 )
@@ -170,7 +171,7 @@ func runProducers(ctx context.Context, o *producersRunOptions) error {
 		}
 	}
 	if enabled == 0 {
-		fmt.Fprintf(o.f.IO.ErrOut, "hermesq: no producer plugins in %s (%s*)\n", esc(pc.PluginDir), pluginPrefix)
+		fmt.Fprintf(o.f.IO.ErrOut, "hermesq: no producer plugins in %s (%s*)\n", termtext.Esc(pc.PluginDir), pluginPrefix)
 		return nil
 	}
 
@@ -330,9 +331,9 @@ func runProducersLs(ctx context.Context, f *Factory) error {
 					waiting = fmt.Sprintf("%s: %s", time.Since(c.OldestWaiting).Round(time.Second), c.LastReason)
 				}
 			}
-			out = append(out, []string{r.Name, cell(state, 60), pin, counts, cell(waiting, 60), orDash(r.Path)})
+			out = append(out, []string{r.Name, termtext.Cell(state, 60), pin, counts, termtext.Cell(waiting, 60), termtext.OrDash(r.Path)})
 		}
-		return table(w, []string{"NAME", "STATE", "PIN", "PENDING/WAITING/REJECTED/DELIVERED/DROPPED", "OLDEST WAITING", "PATH"}, out)
+		return termtext.Table(w, []string{"NAME", "STATE", "PIN", "PENDING/WAITING/REJECTED/DELIVERED/DROPPED", "OLDEST WAITING", "PATH"}, out)
 	})
 }
 
@@ -404,7 +405,7 @@ func runProducersOutboxDrop(ctx context.Context, f *Factory, name string, args [
 	if err != nil {
 		return err
 	}
-	if err := ob.Drop(ctx, seqs, oneLine(reason)); err != nil {
+	if err := ob.Drop(ctx, seqs, termtext.OneLine(reason)); err != nil {
 		return outboxError(err)
 	}
 	fmt.Fprintf(f.IO.ErrOut, "hermesq: producer %s: dropped %d %s\n", name, len(seqs), plural(len(seqs), "event", "events"))
@@ -460,8 +461,8 @@ func runProducersOutbox(ctx context.Context, f *Factory, name string) error {
 				notBefore = e.NotBefore.Local().Format(time.DateTime)
 			}
 			rows = append(rows, []string{strconv.FormatUint(e.Seq, 10), e.State, strconv.Itoa(e.Attempts), notBefore,
-				cell(orDash(e.Reason), 48), cell(e.Session, 24), cell(e.Identity, 48), cell(text, 60)})
+				termtext.Cell(termtext.OrDash(e.Reason), 48), termtext.Cell(e.Session, 24), termtext.Cell(e.Identity, 48), termtext.Cell(text, 60)})
 		}
-		return table(w, []string{"SEQ", "STATE", "ATTEMPTS", "NOT BEFORE", "REASON", "SESSION", "IDENTITY", "TEXT"}, rows)
+		return termtext.Table(w, []string{"SEQ", "STATE", "ATTEMPTS", "NOT BEFORE", "REASON", "SESSION", "IDENTITY", "TEXT"}, rows)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -45,7 +46,7 @@ func checkRecord(ctx context.Context, f *Factory, producerName, session, target,
 	}
 	if errors.Is(err, backend.ErrUnavailable) {
 		fmt.Fprintf(f.IO.ErrOut, "hermesq: warning: the store cannot be reached, so session %s, its target and the grants are not checked: %s is kept in the %s outbox and producers run delivers it once the store is back (%s)\n",
-			esc(session), what, producerName, esc(oneLine(err.Error())))
+			termtext.Esc(session), what, producerName, termtext.Esc(termtext.OneLine(err.Error())))
 		return nil
 	}
 	return err

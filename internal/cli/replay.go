@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -148,7 +149,7 @@ func (o *replayOptions) run(cmd *cobra.Command) error {
 				if firstBad == nil {
 					firstBad = r.Err
 				}
-				printError(o.f.IO.ErrOut, p.format, string(backend.CodeOf(r.Err)), fmt.Sprintf("replay %s: %s", r.Original.ID, oneLine(r.Err.Error())))
+				printError(o.f.IO.ErrOut, p.format, string(backend.CodeOf(r.Err)), fmt.Sprintf("replay %s: %s", r.Original.ID, termtext.OneLine(r.Err.Error())))
 				continue
 			}
 			good = append(good, replayJSON{Result: r.Result, Original: r.Original.ID, Admission: r.Admission})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -51,7 +52,7 @@ func newSessionOpenCmd(f *Factory) *cobra.Command {
 					if created {
 						verb = "opened"
 					}
-					_, err := fmt.Fprintf(w, "%s %s (owner %s, transcript %s)\n", verb, s.ID, esc(s.Owner), s.CurrentTranscript)
+					_, err := fmt.Fprintf(w, "%s %s (owner %s, transcript %s)\n", verb, s.ID, termtext.Esc(s.Owner), s.CurrentTranscript)
 					return err
 				})
 			})
@@ -98,7 +99,7 @@ func newSessionCloseCmd(f *Factory) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return p.object(t, textf("closed %s (transcript %s, %s)\n", args[0], t.ID, orDash(t.EndReason)))
+				return p.object(t, textf("closed %s (transcript %s, %s)\n", args[0], t.ID, termtext.OrDash(t.EndReason)))
 			})
 		},
 	}
@@ -146,7 +147,7 @@ makes a new child transcript, whose parent it is, current. The child is named
 					if t.Child != "" {
 						from, to = t.ID, t.Child
 					}
-					_, err := fmt.Fprintf(w, "compressed %s: %s -> %s\n", esc(args[0]), orDash(from), to)
+					_, err := fmt.Fprintf(w, "compressed %s: %s -> %s\n", termtext.Esc(args[0]), termtext.OrDash(from), to)
 					return err
 				})
 			})
@@ -285,7 +286,7 @@ func newSessionsCmd(f *Factory) *cobra.Command {
 					rows = append(rows, []string{s.ID, s.Owner, s.State(), fmt.Sprint(s.Queued),
 						fmt.Sprint(s.Viewers), fmt.Sprint(s.Epoch), s.CurrentTranscript})
 				}
-				return table(w, []string{"SESSION", "OWNER", "STATE", "DEPTH", "VIEWERS", "EPOCH", "TRANSCRIPT"}, rows)
+				return termtext.Table(w, []string{"SESSION", "OWNER", "STATE", "DEPTH", "VIEWERS", "EPOCH", "TRANSCRIPT"}, rows)
 			})
 		},
 	}

@@ -4,15 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/stats"
 )
 
 // Output formats of stats besides the global -o ones.
@@ -71,21 +70,21 @@ rejected, delivered, dropped).`,
 				}
 				ps := f.producerStatsOrWarn(cmd.Context())
 				if format == formatPrometheus {
-					return writePrometheus(p.ios.Out, s, ps)
+					return stats.WritePrometheus(p.ios.Out, s, ps)
 				}
 				out := statsOutput{Stats: s, Producers: ps}
 				if out.Producers == nil {
-					out.Producers = []producerStat{}
+					out.Producers = []stats.Producer{}
 				}
 				return p.object(out, func(w io.Writer) error {
-					if err := statsTable(w, s); err != nil {
+					if err := termtext.StatsTable(w, s); err != nil {
 						return err
 					}
 					if len(ps) == 0 {
 						return nil
 					}
 					fmt.Fprintln(w)
-					return producerTable(w, ps)
+					return termtext.ProducerTable(w, ps)
 				})
 			})
 		},
@@ -99,182 +98,14 @@ rejected, delivered, dropped).`,
 // producers'.
 type statsOutput struct {
 	admission.Stats
-	Producers []producerStat `json:"producers"`
+	Producers []stats.Producer `json:"producers"`
 }
-
-func statsRow(name string, q admission.QueueStats) []string {
-	row := []string{name, strconv.Itoa(q.Depth), ageText(q.OldestQueuedAge, q.Depth > 0), strconv.Itoa(q.Running), strconv.Itoa(q.Unknown), strconv.Itoa(q.Viewers)}
-	for _, o := range admission.AllOutcomes {
-		row = append(row, strconv.Itoa(q.Outcomes[o]))
-	}
-	for _, m := range admission.AllModes {
-		row = append(row, strconv.Itoa(q.Modes[m]))
-	}
-	return row
-}
-
-func statsTable(w io.Writer, s admission.Stats) error {
-	rows := make([][]string, 0, len(s.Sessions)+1)
-	for _, q := range s.Sessions {
-		rows = append(rows, statsRow(q.Session, q))
-	}
-	rows = append(rows, statsRow("(total)", s.Total))
-	return table(w, []string{"SESSION", "DEPTH", "OLDEST", "RUNNING", "UNKNOWN", "VIEWERS", "COMPLETED", "FAILED", "INTERRUPTED", "CANCELLED", "TURNS", "NOTES"}, rows)
-}
-
-// ageText is a duration for a table, whole seconds; "-" when there is none.
-func ageText(d time.Duration, some bool) string {
-	if !some {
-		return "-"
-	}
-	return d.Truncate(time.Second).String()
-}
-
-// writePrometheus writes s in the Prometheus text exposition format.
-func writePrometheus(w io.Writer, s admission.Stats, ps []producerStat) error {
-	type family struct {
-		name, help string
-		value      func(q admission.QueueStats) float64
-	}
-	simple := []family{
-		{"hermesq_queue_depth", "Queued admissions (the FIFO depth).", func(q admission.QueueStats) float64 { return float64(q.Depth) }},
-		{"hermesq_queue_oldest_age_seconds", "Age of the oldest queued admission in seconds (0: none queued).", func(q admission.QueueStats) float64 { return q.OldestQueuedAge.Seconds() }},
-		{"hermesq_running", "Running admissions.", func(q admission.QueueStats) float64 { return float64(q.Running) }},
-		{"hermesq_unknown", "Unknown admissions (the queue is paused until resolved).", func(q admission.QueueStats) float64 { return float64(q.Unknown) }},
-		{"hermesq_viewers", "Live viewers.", func(q admission.QueueStats) float64 { return float64(q.Viewers) }},
-	}
-	var out []*promGauges
-	sessions := &promGauges{name: "hermesq_sessions", help: "Sessions in the store."}
-	sessions.add(float64(len(s.Sessions)))
-	out = append(out, sessions)
-	for _, fam := range simple {
-		per := &promGauges{name: fam.name, help: fam.help + " Per session."}
-		for _, q := range s.Sessions {
-			per.add(fam.value(q), "session", q.Session)
-		}
-		all := &promGauges{name: fam.name + "_all", help: fam.help + " Every session together."}
-		all.add(fam.value(s.Total))
-		out = append(out, per, all)
-	}
-	done := &promGauges{name: "hermesq_done", help: "Done admissions by outcome. Per session."}
-	doneAll := &promGauges{name: "hermesq_done_all", help: "Done admissions by outcome. Every session together."}
-	exec := &promGauges{name: "hermesq_executed", help: "Done admissions by how they ran (turn, note). Per session."}
-	execAll := &promGauges{name: "hermesq_executed_all", help: "Done admissions by how they ran (turn, note). Every session together."}
-	for _, q := range s.Sessions {
-		for _, o := range admission.AllOutcomes {
-			done.add(float64(q.Outcomes[o]), "session", q.Session, "outcome", string(o))
-		}
-		for _, m := range admission.AllModes {
-			exec.add(float64(q.Modes[m]), "session", q.Session, "mode", string(m))
-		}
-	}
-	for _, o := range admission.AllOutcomes {
-		doneAll.add(float64(s.Total.Outcomes[o]), "outcome", string(o))
-	}
-	for _, m := range admission.AllModes {
-		execAll.add(float64(s.Total.Modes[m]), "mode", string(m))
-	}
-	out = append(out, done, doneAll, exec, execAll)
-	out = append(out, producerGauges(ps)...)
-	var b []byte
-	for _, g := range out {
-		b = g.appendText(b)
-	}
-	if _, err := w.Write(b); err != nil {
-		return fmt.Errorf("stats: write prometheus text: %w", err)
-	}
-	return nil
-}
-
-// promGauges is one family of gauges, written in the Prometheus text
-// exposition format exactly as expfmt.MetricFamilyToText writes a
-// MetricFamily of type GAUGE (TestPromGaugesAsExpfmt holds it to that):
-// by hand, because expfmt works on the protocol buffer types, and linking
-// protocol buffers costs every hermesq command at start-up (their
-// initialisation reads the executable to seed a hash).
-type promGauges struct {
-	name, help string // name: a legacy metric name
-	samples    []promSample
-}
-
-type promSample struct {
-	labels []string // name, value, name, value… (legacy label names)
-	value  float64
-}
-
-func (g *promGauges) add(v float64, labels ...string) {
-	g.samples = append(g.samples, promSample{labels: labels, value: v})
-}
-
-var (
-	promHelpEscaper  = strings.NewReplacer("\\", `\\`, "\n", `\n`)
-	promLabelEscaper = strings.NewReplacer("\\", `\\`, "\n", `\n`, "\"", `\"`)
-)
-
-// appendText appends the family; nothing when it has no sample (a family
-// without samples is not worth a HELP line).
-func (g *promGauges) appendText(b []byte) []byte {
-	if len(g.samples) == 0 {
-		return b
-	}
-	b = append(b, "# HELP "...)
-	b = append(b, g.name...)
-	b = append(b, ' ')
-	b = append(b, promHelpEscaper.Replace(g.help)...)
-	b = append(b, "\n# TYPE "...)
-	b = append(b, g.name...)
-	b = append(b, " gauge\n"...)
-	for _, s := range g.samples {
-		b = append(b, g.name...)
-		for i := 0; i+1 < len(s.labels); i += 2 {
-			if i == 0 {
-				b = append(b, '{')
-			} else {
-				b = append(b, ',')
-			}
-			b = append(b, s.labels[i]...)
-			b = append(b, `="`...)
-			b = append(b, promLabelEscaper.Replace(s.labels[i+1])...)
-			b = append(b, '"')
-		}
-		if len(s.labels) >= 2 {
-			b = append(b, '}')
-		}
-		b = append(b, ' ')
-		b = appendPromFloat(b, s.value)
-		b = append(b, '\n')
-	}
-	return b
-}
-
-// appendPromFloat appends f as the exposition format writes a value.
-func appendPromFloat(b []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(b, "NaN"...)
-	case math.IsInf(f, +1):
-		return append(b, "+Inf"...)
-	case math.IsInf(f, -1):
-		return append(b, "-Inf"...)
-	}
-	return strconv.AppendFloat(b, f, 'g', -1, 64)
-}
-
-// Nagios plugin states: check's exit codes.
-const (
-	nagiosOK       = 0
-	nagiosWarning  = 1
-	nagiosCritical = 2
-	nagiosUnknown  = 3
-)
-
-var nagiosNames = [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}
 
 // checkStatus is how check ends: the Nagios state is the exit code; the
 // status line has been printed. err is set for UNKNOWN (the check could not
 // be made).
 type checkStatus struct {
-	state int
+	state stats.State
 	err   error
 }
 
@@ -282,7 +113,7 @@ func (e *checkStatus) Error() string {
 	if e.err != nil {
 		return e.err.Error()
 	}
-	return "check: " + nagiosNames[e.state]
+	return "check: " + e.state.String()
 }
 func (e *checkStatus) Unwrap() error { return e.err }
 
@@ -327,8 +158,8 @@ producer).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				err := fmt.Errorf("check takes no arguments, got %q", args)
-				fmt.Fprintf(f.IO.Out, "HERMESQ UNKNOWN - %s\n", escapePerfText(err.Error()))
-				return &checkStatus{state: nagiosUnknown, err: err}
+				fmt.Fprintln(f.IO.Out, stats.UnknownLine(err))
+				return &checkStatus{state: stats.Unknown, err: err}
 			}
 			return nil
 		},
@@ -337,15 +168,15 @@ producer).`,
 			err := o.run(cmd, f)
 			var cs *checkStatus
 			if err != nil && !errors.As(err, &cs) {
-				fmt.Fprintf(f.IO.Out, "HERMESQ UNKNOWN - %s\n", escapePerfText(oneLine(err.Error())))
-				return &checkStatus{state: nagiosUnknown, err: err}
+				fmt.Fprintln(f.IO.Out, stats.UnknownLine(err))
+				return &checkStatus{state: stats.Unknown, err: err}
 			}
 			return err
 		},
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		fmt.Fprintf(f.IO.Out, "HERMESQ UNKNOWN - %s\n", escapePerfText(oneLine(err.Error())))
-		return &checkStatus{state: nagiosUnknown, err: fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
+		fmt.Fprintln(f.IO.Out, stats.UnknownLine(err))
+		return &checkStatus{state: stats.Unknown, err: fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
 	})
 	fl := cmd.Flags()
 	fl.IntVar(&o.DepthWarn, "depth-warn", 0, "WARNING when a session's depth is at least N (0: off)")
@@ -381,45 +212,9 @@ func (o *checkOptions) run(cmd *cobra.Command, f *Factory) error {
 		if err != nil {
 			return err
 		}
-		scope := s.Sessions
-		total := s.Total
-		if o.Session != "" {
-			scope = nil
-			for _, q := range s.Sessions {
-				if q.Session == o.Session {
-					scope = append(scope, q)
-					total = q
-				}
-			}
-			if scope == nil {
-				return backend.Errorf(backend.ErrNotFound, "check: session %s not found", o.Session)
-			}
-		}
-		state := nagiosOK
-		var reasons []string
-		raise := func(to int, why string) {
-			state = max(state, to)
-			reasons = append(reasons, why)
-		}
-		for _, q := range scope {
-			switch {
-			case q.Unknown > 0:
-				raise(nagiosCritical, fmt.Sprintf("%s has %d unknown (paused)", q.Session, q.Unknown))
-			}
-			switch {
-			case o.DepthCrit > 0 && q.Depth >= o.DepthCrit:
-				raise(nagiosCritical, fmt.Sprintf("%s depth %d >= %d", q.Session, q.Depth, o.DepthCrit))
-			case o.DepthWarn > 0 && q.Depth >= o.DepthWarn:
-				raise(nagiosWarning, fmt.Sprintf("%s depth %d >= %d", q.Session, q.Depth, o.DepthWarn))
-			}
-			if q.Depth > 0 {
-				switch {
-				case o.AgeCrit > 0 && q.OldestQueuedAge >= o.AgeCrit:
-					raise(nagiosCritical, fmt.Sprintf("%s oldest queued %s >= %s", q.Session, ageText(q.OldestQueuedAge, true), o.AgeCrit))
-				case o.AgeWarn > 0 && q.OldestQueuedAge >= o.AgeWarn:
-					raise(nagiosWarning, fmt.Sprintf("%s oldest queued %s >= %s", q.Session, ageText(q.OldestQueuedAge, true), o.AgeWarn))
-				}
-			}
+		scope, total, err := stats.Scope(s, o.Session)
+		if err != nil {
+			return err
 		}
 		waitCrit := o.WaitCrit
 		if !o.waitCritSet {
@@ -428,53 +223,12 @@ func (o *checkOptions) run(cmd *cobra.Command, f *Factory) error {
 				waitCrit = pc.WaitCrit
 			}
 		}
-		var waiting, rejected int
-		var waitAge time.Duration
-		for _, ps := range f.producerStatsOrWarn(cmd.Context()) {
-			waiting += ps.Waiting
-			rejected += ps.Rejected
-			waitAge = max(waitAge, ps.OldestWaitingAge)
-			switch {
-			case ps.Waiting > 0 && waitCrit > 0 && ps.OldestWaitingAge > waitCrit:
-				raise(nagiosCritical, fmt.Sprintf("producer %s: %d waiting after a refusal, oldest %s > %s: %s",
-					ps.Producer, ps.Waiting, ageText(ps.OldestWaitingAge, true), waitCrit, escapePerfText(oneLine(ps.LastReason))))
-			case ps.Waiting > 0:
-				reasons = append(reasons, fmt.Sprintf("producer %s: %d waiting after a refusal, oldest %s",
-					ps.Producer, ps.Waiting, ageText(ps.OldestWaitingAge, true)))
-			}
-			if ps.Rejected > 0 {
-				raise(nagiosWarning, fmt.Sprintf("producer %s: %d rejected (producers outbox %s)", ps.Producer, ps.Rejected, ps.Producer))
-			}
-		}
-		summary := fmt.Sprintf("%d sessions, depth %d, oldest %s, running %d, unknown %d",
-			len(scope), total.Depth, ageText(total.OldestQueuedAge, total.Depth > 0), total.Running, total.Unknown)
-		if len(reasons) > 0 {
-			summary = strings.Join(reasons, "; ") + " (" + summary + ")"
-		}
-		thr := func(v int) string {
-			if v == 0 {
-				return ""
-			}
-			return strconv.Itoa(v)
-		}
-		thrD := func(d time.Duration) string {
-			if d == 0 {
-				return ""
-			}
-			return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
-		}
-		perf := fmt.Sprintf("depth=%d;%s;%s;0 oldest_age=%ss;%s;%s;0 running=%d;;;0 unknown=%d;;1;0 producer_waiting=%d;;;0 producer_waiting_age=%ss;;%s;0 producer_rejected=%d;1;;0",
-			total.Depth, thr(o.DepthWarn), thr(o.DepthCrit),
-			strconv.FormatFloat(total.OldestQueuedAge.Seconds(), 'f', 3, 64), thrD(o.AgeWarn), thrD(o.AgeCrit),
-			total.Running, total.Unknown, waiting, strconv.FormatFloat(waitAge.Seconds(), 'f', 3, 64), thrD(waitCrit), rejected)
-		fmt.Fprintf(p.ios.Out, "HERMESQ %s - %s | %s\n", nagiosNames[state], summary, perf)
-		if state != nagiosOK {
-			return &reportedError{&checkStatus{state: state}}
+		r := stats.Check(scope, total, f.producerStatsOrWarn(cmd.Context()), stats.Thresholds{
+			DepthWarn: o.DepthWarn, DepthCrit: o.DepthCrit, AgeWarn: o.AgeWarn, AgeCrit: o.AgeCrit, WaitCrit: waitCrit})
+		fmt.Fprintln(p.ios.Out, r.Line)
+		if r.State != stats.OK {
+			return &reportedError{&checkStatus{state: r.State}}
 		}
 		return nil
 	})
 }
-
-// escapePerfText keeps an error message from being read as perfdata: a
-// "|" would start it early.
-func escapePerfText(s string) string { return strings.ReplaceAll(s, "|", "/") }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -86,10 +87,10 @@ func runTranscript(ctx context.Context, o *transcriptOptions) error {
 		return list(p, ts, func(w io.Writer) error {
 			rows := make([][]string, 0, len(ts))
 			for _, t := range ts {
-				rows = append(rows, []string{t.ID, orDash(t.Parent), orDash(t.Child), fmt.Sprint(t.MessageCount),
-					timeText(t.EndedAt), orDash(t.EndReason)})
+				rows = append(rows, []string{t.ID, termtext.OrDash(t.Parent), termtext.OrDash(t.Child), fmt.Sprint(t.MessageCount),
+					timeText(t.EndedAt), termtext.OrDash(t.EndReason)})
 			}
-			return table(w, []string{"TRANSCRIPT", "PARENT", "CHILD", "MESSAGES", "ENDED", "REASON"}, rows)
+			return termtext.Table(w, []string{"TRANSCRIPT", "PARENT", "CHILD", "MESSAGES", "ENDED", "REASON"}, rows)
 		})
 	}
 	// Not found is told apart from empty: read the transcript first.

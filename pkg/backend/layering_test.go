@@ -36,6 +36,18 @@ func TestImportDirection(t *testing.T) {
 		{pkg: "internal/producerhost", forbidden: []string{
 			mod + "plugins/", mod + "internal/cli", "github.com/spf13/", "github.com/redis/",
 			"github.com/hashicorp/go-plugin", "google.golang.org/grpc", "google.golang.org/protobuf"}},
+		// What the command line moved out of itself: process supervision,
+		// top's terminal UI and the terminal text are internal packages that
+		// know no CLI library and no store; the figures are a library a
+		// program can import, with nothing internal.
+		{pkg: "internal/process", forbidden: []string{
+			mod + "internal/", mod + "plugins/", mod + "pkg/admission", "github.com/spf13/", "github.com/redis/", "go.etcd.io/bbolt"}},
+		{pkg: "internal/top", forbidden: []string{mod + "internal/cli", mod + "plugins/", "github.com/spf13/", "github.com/redis/"}},
+		{pkg: "internal/termtext", forbidden: []string{
+			mod + "internal/", mod + "plugins/", "github.com/spf13/", "github.com/redis/", "github.com/charmbracelet/"}},
+		{pkg: "pkg/stats", forbidden: []string{
+			mod + "internal/", mod + "plugins/", "github.com/spf13/", "github.com/redis/", "github.com/charmbracelet/",
+			"github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
 		// The CLI hosts producers only through the host package.
 		{pkg: "internal/cli", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
 		// The differential test is handed its stores by its test file:

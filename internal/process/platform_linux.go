@@ -1,4 +1,4 @@
-package cli
+package process
 
 import (
 	"context"
@@ -24,9 +24,9 @@ const clockTicks = 100
 // terminal: it outlives the calling shell and its terminal.
 func newSession(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} }
 
-// inspectProc reads a running process's command line and start time.
-func inspectProc(pid int) (watchedProc, error) {
-	w := watchedProc{pid: pid}
+// Inspect reads a running process's command line and start time.
+func Inspect(pid int) (Watched, error) {
+	w := Watched{PID: pid}
 	tick, state, err := procStat(pid)
 	if err != nil || state == "Z" {
 		return w, fmt.Errorf("proc watch: no running process %d: %w", pid, backend.ErrNotFound)
@@ -34,11 +34,11 @@ func inspectProc(pid int) (watchedProc, error) {
 	w.startTick = tick
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err == nil && len(raw) > 0 {
-		w.command = strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		w.Command = strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 	} else if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
-		w.command = []string{strings.TrimSpace(string(comm))}
+		w.Command = []string{strings.TrimSpace(string(comm))}
 	} else {
-		w.command = []string{"pid " + strconv.Itoa(pid)}
+		w.Command = []string{"pid " + strconv.Itoa(pid)}
 	}
 	ticks, err := strconv.ParseFloat(tick, 64)
 	if err != nil {
@@ -48,7 +48,7 @@ func inspectProc(pid int) (watchedProc, error) {
 	if err != nil {
 		return w, err
 	}
-	w.startedAt = boot + ticks/clockTicks
+	w.StartedAt = boot + ticks/clockTicks
 	return w, nil
 }
 
@@ -84,23 +84,23 @@ func bootTime() (float64, error) {
 	return 0, errors.New("proc watch: boot time: no btime in /proc/stat")
 }
 
-// waitProc returns when the process has ended: a pidfd becomes readable
+// Wait returns when the process has ended: a pidfd becomes readable
 // then; without pidfds (kernels before 5.3) /proc is polled, and a zombie
 // or a pid reused by a process started later counts as ended.
-func waitProc(ctx context.Context, w watchedProc) error {
-	fd, err := unix.PidfdOpen(w.pid, 0)
+func Wait(ctx context.Context, w Watched) error {
+	fd, err := unix.PidfdOpen(w.PID, 0)
 	if err == nil {
 		defer unix.Close(fd)
 		// The pidfd names this process; if the pid was reused between
-		// inspectProc and here, the start time tells.
-		if tick, _, err := procStat(w.pid); err != nil || tick != w.startTick {
+		// Inspect and here, the start time tells.
+		if tick, _, err := procStat(w.PID); err != nil || tick != w.startTick {
 			return nil
 		}
 		for {
 			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 			n, err := unix.Poll(fds, 500)
 			if err != nil && !errors.Is(err, unix.EINTR) {
-				return fmt.Errorf("proc watch: wait for %d: %w", w.pid, err)
+				return fmt.Errorf("proc watch: wait for %d: %w", w.PID, err)
 			}
 			if n > 0 {
 				return nil
@@ -111,7 +111,7 @@ func waitProc(ctx context.Context, w watchedProc) error {
 		}
 	}
 	for {
-		tick, state, err := procStat(w.pid)
+		tick, state, err := procStat(w.PID)
 		if err != nil || state == "Z" || tick != w.startTick {
 			return nil
 		}

@@ -1,4 +1,4 @@
-package cli
+package stats
 
 import (
 	"bytes"

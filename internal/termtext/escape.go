@@ -1,4 +1,4 @@
-package cli
+package termtext
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
-// escapeText makes stored text safe to print on an operator's terminal:
+// Escape makes stored text safe to print on an operator's terminal:
 // every control character (C0 such as ESC, BEL and CR, DEL, C1 such as
 // CSI U+009B) and every bidirectional formatting character (U+202E…) is
 // written as an escape (\e, \a, \r, \u202e…), as are bytes that are not
@@ -17,7 +17,7 @@ import (
 // forged. With keepLines, newlines and tabs are kept as they are (message
 // contents read as written); otherwise they are escaped (\n, \t) so a
 // value stays on its line.
-func escapeText(s string, keepLines bool) string {
+func Escape(s string, keepLines bool) string {
 	clean := true
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '\\' || c >= 0x7f {
@@ -62,5 +62,5 @@ func escapeText(s string, keepLines bool) string {
 	return b.String()
 }
 
-// esc escapes a one-line value (escapeText without keepLines).
-func esc(s string) string { return escapeText(s, false) }
+// Esc escapes a one-line value (Escape without keepLines).
+func Esc(s string) string { return Escape(s, false) }

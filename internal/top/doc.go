@@ -1,0 +1,7 @@
+// Package top is the terminal UI of 'hermesq top': a bubbletea model that
+// reads the queue figures (admission.Service.Stats) and the producers'
+// whenever the store changes and every few seconds (model.go), moves a
+// selection, sorts and opens a session's queue on keys (model.go), and
+// draws the list or the queue (view.go). The command itself, its flags and
+// the store it opens, is internal/cli/top.go.
+package top
