@@ -133,6 +133,15 @@ func (e *env) redisURL(kind string) (string, error) {
 	return fmt.Sprintf("redis://%s/0?prefix=b%d", s.addr, e.n), nil
 }
 
+// storeURL is a fresh store of kind "bbolt" or "Redis" (a key prefix on
+// the appendfsync everysec server).
+func (e *env) storeURL(kind string) (string, error) {
+	if kind == "Redis" {
+		return e.redisURL("everysec")
+	}
+	return e.boltURL(), nil
+}
+
 func openStore(ctx context.Context, raw string) (backend.Store, error) {
 	u, err := url.Parse(raw)
 	if err != nil {

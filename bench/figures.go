@@ -284,12 +284,9 @@ func figure6(e *env, sz sizes) ([]Result, error) {
 		cost := map[int][2]time.Duration{}
 		var deepURL string
 		for _, depth := range []int{sz.DepthSmall, sz.DepthBig} {
-			u := e.boltURL()
-			if st == "Redis" {
-				var err error
-				if u, err = e.redisURL("everysec"); err != nil {
-					return nil, err
-				}
+			u, err := e.storeURL(st)
+			if err != nil {
+				return nil, err
 			}
 			a, d, err := depthProbe(u, depth, sz.DepthProbe)
 			if err != nil {

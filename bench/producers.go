@@ -33,11 +33,7 @@ func figure10(e *env, sz sizes) ([]Result, error) {
 	}
 	var rs []Result
 	for _, st := range []string{"bbolt", "Redis"} {
-		url := func() (string, error) { return e.boltURL(), nil }
-		if st == "Redis" {
-			url = func() (string, error) { return e.redisURL("everysec") }
-		}
-		u, err := url()
+		u, err := e.storeURL(st)
 		if err != nil {
 			return nil, err
 		}
@@ -45,7 +41,7 @@ func figure10(e *env, sz sizes) ([]Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st, err)
 		}
-		if u, err = url(); err != nil {
+		if u, err = e.storeURL(st); err != nil {
 			return nil, err
 		}
 		batch, err := e.batchSame(u, lines)
