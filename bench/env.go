@@ -30,6 +30,7 @@ import (
 // redis-servers (started on first use).
 type env struct {
 	dir     string
+	repo    string // the hermesq repository, absolute
 	hermesq string
 	hello   string
 	cobra   string                  // cmd/cobrahello: a cobra+viper CLI doing nothing
@@ -48,6 +49,7 @@ func newEnv(repo string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.repo = abs
 	e.hermesq = filepath.Join(dir, "hermesq")
 	build := exec.Command("go", "build", "-o", e.hermesq, "./cmd/hermesq")
 	build.Dir, build.Stderr = abs, os.Stderr
@@ -129,6 +131,15 @@ func (e *env) redisURL(kind string) (string, error) {
 	}
 	e.n++
 	return fmt.Sprintf("redis://%s/0?prefix=b%d", s.addr, e.n), nil
+}
+
+// storeURL is a fresh store of kind "bbolt" or "Redis" (a key prefix on
+// the appendfsync everysec server).
+func (e *env) storeURL(kind string) (string, error) {
+	if kind == "Redis" {
+		return e.redisURL("everysec")
+	}
+	return e.boltURL(), nil
 }
 
 func openStore(ctx context.Context, raw string) (backend.Store, error) {
@@ -219,8 +230,14 @@ type run struct {
 // hq runs the hermesq binary on store with stdin, and fails unless it
 // exits 0.
 func (e *env) hq(store string, stdin []byte, args ...string) (run, error) {
+	return e.hqEnv(store, nil, stdin, args...)
+}
+
+// hqEnv is hq with more environment variables.
+func (e *env) hqEnv(store string, extra []string, stdin []byte, args ...string) (run, error) {
 	cmd := exec.Command(e.hermesq, args...)
 	cmd.Env = append(os.Environ(), "HERMESQ_STORE="+store, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"))
+	cmd.Env = append(cmd.Env, extra...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

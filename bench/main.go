@@ -4,11 +4,17 @@
 //
 //	cd bench && go run . -quick          # CI size: about a minute
 //	cd bench && go run . -json out.json  # full size: a few minutes
+//	cd bench && go run . -only 7,9       # some figures only
 //
-// It builds the hermesq binary and a hello-world Go binary, starts its own
-// redis-servers on free loopback ports in a temporary directory (one with
-// appendfsync everysec, one with appendfsync always), and removes everything
-// it made when it ends.
+// Every row names its floor or reference, measured in the same run, the
+// target the project sets for the ratio, and whether it is met; a row
+// without a target is information.
+//
+// It builds the hermesq binary, a hello-world Go binary and the CLIs of
+// cmd/, and for figure 10 hermesq-producers and the delegation plugin;
+// starts its own redis-servers on free loopback ports in a temporary
+// directory (one with appendfsync everysec, one with appendfsync always);
+// and removes everything it made when it ends.
 package main
 
 import (
@@ -33,14 +39,21 @@ type sizes struct {
 	DepthBig    int // queue depth of the deep case (figure 6)
 	DepthProbe  int // admits and drains measured at each depth (figure 6)
 	Turns       int // turns drained with handler true (figure 7)
+	Commits     int // raw bbolt commits and bare fdatasyncs for a median (figure 7)
 	FsyncWindow time.Duration
+	// CompactSmall and CompactBig are the settled admissions compacted at
+	// the small and the large size (figure 9).
+	CompactSmall, CompactBig int
+	Results                  int // delegation results through the plugin (figure 10)
 }
 
 var (
 	quickSizes = sizes{Admits: 4000, Batch: 10000, Execs: 20, Notes: 5000, DepthSmall: 1000, DepthBig: 20000,
-		DepthProbe: 500, Turns: 100, FsyncWindow: 500 * time.Millisecond}
+		DepthProbe: 500, Turns: 100, Commits: 50, FsyncWindow: 500 * time.Millisecond,
+		CompactSmall: 1000, CompactBig: 10000, Results: 2000}
 	fullSizes = sizes{Admits: 50000, Batch: 100000, Execs: 200, Notes: 100000, DepthSmall: 1000, DepthBig: 1000000,
-		DepthProbe: 2000, Turns: 1000, FsyncWindow: 2 * time.Second}
+		DepthProbe: 2000, Turns: 1000, Commits: 500, FsyncWindow: 2 * time.Second,
+		CompactSmall: 100000, CompactBig: 1000000, Results: 10000}
 )
 
 // Result is one figure of the run.
@@ -54,6 +67,7 @@ type Result struct {
 	Ratio     float64 `json:"ratio"`     // Value / RefValue
 	Target    string  `json:"target"`    // ">= 0.8", "<= 2.0", "" when none
 	Met       *bool   `json:"met,omitempty"`
+	Verdict   string  `json:"verdict"` // "met", "NO", or "info" for a row without a target
 	Note      string  `json:"note,omitempty"`
 	targetCmp string
 	targetVal float64
@@ -118,6 +132,7 @@ func main() {
 	}{
 		{"1", figure1}, {"2", figure2}, {"3", figure3}, {"4", figure4},
 		{"5", figure5}, {"6", figure6}, {"7", figure7}, {"8", figure8},
+		{"9", figure9}, {"10", figure10},
 	}
 	want := map[string]bool{}
 	for _, f := range strings.Split(*only, ",") {
@@ -183,6 +198,7 @@ func mk(fig, name string, v float64, unit, ref string, rv float64, target string
 }
 
 func (r *Result) judge() {
+	r.Verdict = "info"
 	if r.targetCmp == "" || r.RefValue == 0 {
 		return
 	}
@@ -196,6 +212,7 @@ func (r *Result) judge() {
 		return
 	}
 	r.Met = &ok
+	r.Verdict = map[bool]string{true: "met", false: "NO"}[ok]
 }
 
 func printTable(w0 *os.File, rep Report) {
@@ -205,15 +222,21 @@ func printTable(w0 *os.File, rep Report) {
 	w := tabwriter.NewWriter(w0, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "#\tfigure\thermesq\treference\tratio\ttarget\tmet")
 	for _, r := range rep.Results {
-		met := ""
-		if r.Met != nil {
-			met = map[bool]string{true: "yes", false: "NO"}[*r.Met]
+		met, target := r.Verdict, r.Target
+		if met == "met" {
+			met = "yes"
+		}
+		if target == "" {
+			target = "-"
 		}
 		ratio := ""
 		if r.RefValue != 0 {
 			ratio = fmt.Sprintf("%.2f×", r.Ratio)
 		}
 		ref := r.Ref
+		if ref == "" {
+			ref = "-"
+		}
 		if r.RefValue != 0 {
 			ref = fmt.Sprintf("%s %s", num(r.RefValue, r.Unit), r.Ref)
 		}
@@ -221,13 +244,17 @@ func printTable(w0 *os.File, rep Report) {
 		if r.Note != "" {
 			name += " (" + r.Note + ")"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Figure, name, num(r.Value, r.Unit), ref, ratio, r.Target, met)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Figure, name, num(r.Value, r.Unit), ref, ratio, target, met)
 	}
 	_ = w.Flush()
 }
 
 func num(v float64, unit string) string {
 	switch unit {
+	case "":
+		if v == 0 {
+			return "-"
+		}
 	case "/s":
 		return fmt.Sprintf("%.0f/s", v)
 	case "ms":

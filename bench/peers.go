@@ -295,14 +295,63 @@ func fsyncRate(path string, window time.Duration) (float64, error) {
 	n := 0
 	t0 := time.Now()
 	for time.Since(t0) < window {
-		buf[0] = byte(n)
-		if _, err := f.WriteAt(buf, 0); err != nil {
-			return 0, err
-		}
-		if err := fdatasync(f); err != nil {
+		if err := writeSync(f, buf, n); err != nil {
 			return 0, err
 		}
 		n++
 	}
 	return perSec(n, time.Since(t0)), nil
+}
+
+// fsyncCost is the median cost of n bare durable writes: 4 KiB written at
+// the start of a file and fdatasynced, as fsyncRate does.
+func fsyncCost(path string, n int) (time.Duration, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	ds := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := writeSync(f, buf, i); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return median(ds), nil
+}
+
+// writeSync writes buf (its first byte set from i, so each write changes
+// the page) at the start of f and fdatasyncs it.
+func writeSync(f *os.File, buf []byte, i int) error {
+	buf[0] = byte(i)
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		return err
+	}
+	return fdatasync(f)
+}
+
+// commitCost is the median cost of n raw bbolt transactions that each put
+// one small record (the size hermesq writes for a queued note) in a fresh
+// file opened as hermesq opens its store: one durable commit, which bbolt
+// makes with two fdatasyncs (the data pages, then the meta page).
+func commitCost(path string, n int) (time.Duration, error) {
+	db, err := rawOpen(path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	ds := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		seq, rec, _ := rawRecord(i)
+		t0 := time.Now()
+		err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(rawBuckets[0]).Put(seq, rec) })
+		if err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return median(ds), nil
 }

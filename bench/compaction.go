@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/hermesq/hermesq/pkg/admission"
+)
+
+// slowlogFloor is the slowlog-log-slower-than (µs) the compaction figure
+// sets: low enough to see the longest script call of a compaction that
+// keeps within its 10 ms limit.
+const slowlogFloor = 1000
+
+// figure9: compaction is linear. `hermesq compact` of CompactBig settled
+// admissions against CompactSmall, per admission, on each store; on Redis
+// the longest script call of either compaction (SLOWLOG) against 10 ms.
+func figure9(e *env, sz sizes) ([]Result, error) {
+	var rs []Result
+	for _, st := range []string{"bbolt", "Redis"} {
+		cost := map[int]time.Duration{}
+		var longest time.Duration
+		slow := 0
+		for _, n := range []int{sz.CompactSmall, sz.CompactBig} {
+			u, err := e.storeURL(st)
+			if err != nil {
+				return nil, err
+			}
+			d, l, k, err := e.compact(u, n)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %d settled: %w", st, n, err)
+			}
+			cost[n] = d / time.Duration(n)
+			longest = max(longest, l)
+			slow += k
+		}
+		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+		rs = append(rs, mk("9", fmt.Sprintf("%s compact cost per admission, %d settled", st, sz.CompactBig),
+			us(cost[sz.CompactBig]), "µs", fmt.Sprintf("with %d settled", sz.CompactSmall), us(cost[sz.CompactSmall]), "<= 1.2"))
+		if st == "Redis" {
+			r := mk("9", "Redis longest script call of a compaction (SLOWLOG)", us(longest), "µs", "limit", 10000, "<= 1.0")
+			r.Note = fmt.Sprintf("%d script calls over %d µs", slow, slowlogFloor)
+			rs = append(rs, r)
+		}
+	}
+	return rs, nil
+}
+
+// compact settles n admissions in session c of store u (queued with
+// AdmitBatch and drained as notes, in process), then times one `hermesq
+// compact` whose cutoff takes them all. On Redis it also returns the
+// longest script call the server logged during the compaction, and how
+// many it logged (those over slowlogFloor µs).
+func (e *env) compact(u string, n int) (wall, longest time.Duration, slow int, err error) {
+	ctx := context.Background()
+	if err := settleNotes(ctx, u, "c", n); err != nil {
+		return 0, 0, 0, err
+	}
+	var slowlog *goredis.Client
+	if pu, _ := url.Parse(u); pu != nil && pu.Scheme == "redis" {
+		if err := awaitAOFRewrite(ctx, u); err != nil {
+			return 0, 0, 0, err
+		}
+		slowlog = goredis.NewClient(&goredis.Options{Addr: pu.Host})
+		defer slowlog.Close()
+		if err := resetSlowlog(ctx, slowlog); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // every settled time is before the cutoff
+	r, err := e.hq(u, nil, "compact", "--older-than", "10ms")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var got int
+	for _, l := range strings.Split(string(r.out), "\n") {
+		if strings.Contains(l, "admissions settled before") {
+			_, _ = fmt.Sscanf(l, "compacted %d admissions", &got)
+		}
+	}
+	if got != n {
+		return 0, 0, 0, fmt.Errorf("compact removed %d admissions, want %d: %q", got, n, firstLines(string(r.out)))
+	}
+	if slowlog != nil {
+		if longest, slow, err = longestScript(ctx, slowlog); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return r.wall, longest, slow, nil
+}
+
+// settleNotes queues n notes in a new session s of store u and drains
+// them, in process: n settled admissions.
+func settleNotes(ctx context.Context, u, s string, n int) error {
+	st, err := openStore(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	svc := service(st)
+	if err := openSession(ctx, st, s); err != nil {
+		return err
+	}
+	if err := fillNotes(ctx, svc, s, n); err != nil {
+		return err
+	}
+	rep, err := svc.Drain(ctx, s, admission.DrainOptions{Principal: "bench", NoExecuted: true})
+	if err != nil {
+		return err
+	}
+	if rep.Notes != n {
+		return fmt.Errorf("drained %d notes, want %d", rep.Notes, n)
+	}
+	return nil
+}
+
+// resetSlowlog makes the server log every command slower than
+// slowlogFloor µs, keeping enough entries for a whole compaction, and
+// empties the log.
+func resetSlowlog(ctx context.Context, c *goredis.Client) error {
+	if err := c.ConfigSet(ctx, "slowlog-log-slower-than", fmt.Sprint(slowlogFloor)).Err(); err != nil {
+		return fmt.Errorf("redis CONFIG SET slowlog-log-slower-than: %w", err)
+	}
+	if err := c.ConfigSet(ctx, "slowlog-max-len", "100000").Err(); err != nil {
+		return fmt.Errorf("redis CONFIG SET slowlog-max-len: %w", err)
+	}
+	return c.Do(ctx, "SLOWLOG", "RESET").Err()
+}
+
+// longestScript is the longest script call (EVAL, EVALSHA, FCALL and their
+// read-only forms) in the server's slow log, and how many it holds; 0
+// when none is logged.
+func longestScript(ctx context.Context, c *goredis.Client) (longest time.Duration, n int, err error) {
+	entries, err := c.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis SLOWLOG GET: %w", err)
+	}
+	for _, s := range entries {
+		if len(s.Args) == 0 {
+			continue
+		}
+		switch strings.ToLower(s.Args[0]) {
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+			longest = max(longest, s.Duration)
+			n++
+		}
+	}
+	return longest, n, nil
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"time"
+)
+
+// figure7: a turn (one `hermesq drain` of many turns with handler `true`,
+// per turn) against its floor: one exec of `true` plus one durable commit
+// (a raw bbolt transaction putting one small record), both measured in
+// this run; the bare fdatasync cost as information.
+func figure7(e *env, sz sizes) ([]Result, error) {
+	store := e.boltURL()
+	if _, err := e.hq(store, nil, "session", "open", "t"); err != nil {
+		return nil, err
+	}
+	if _, err := e.hq(store, humans("t", sz.Turns), "admit", "--batch", "-", "-o", "jsonl"); err != nil {
+		return nil, err
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return nil, err
+	}
+	r, err := e.hq(store, nil, "drain", "t", "-o", "json", "--", truePath)
+	if err != nil {
+		return nil, err
+	}
+	var rep struct {
+		Turns int `json:"turns"`
+	}
+	if err := json.Unmarshal(r.out, &rep); err != nil || rep.Turns != sz.Turns {
+		return nil, fmt.Errorf("drain ran %d turns, want %d (%v)", rep.Turns, sz.Turns, err)
+	}
+	t0 := time.Now()
+	for i := 0; i < sz.Turns; i++ {
+		if err := exec.Command(truePath).Run(); err != nil {
+			return nil, err
+		}
+	}
+	execOne := time.Since(t0) / time.Duration(sz.Turns)
+	commit, err := commitCost(e.fresh("commit")+".db", sz.Commits)
+	if err != nil {
+		return nil, err
+	}
+	bare, err := fsyncCost(e.fresh("fsync"), sz.Commits)
+	if err != nil {
+		return nil, err
+	}
+	turn := r.wall / time.Duration(sz.Turns)
+	floor := fmt.Sprintf("floor (exec of true %.2f ms, mean of %d + one bbolt commit %.2f ms, median of %d)",
+		ms(execOne), sz.Turns, ms(commit), sz.Commits)
+	return []Result{
+		withNote(mk("7", "a turn, handler true, bbolt", ms(turn), "ms", floor, ms(execOne+commit), "<= 1.5"),
+			fmt.Sprintf("one drain of %d turns, per turn", sz.Turns)),
+		withNote(mk("7", "bare fdatasync (4 KiB write + fdatasync)", ms(bare), "ms", "", 0, ""),
+			fmt.Sprintf("median of %d", sz.Commits)),
+	}, nil
+}
