@@ -50,6 +50,8 @@ type Store struct {
 	desc    string // redacted URL, for messages
 	db      int    // database number, for messages
 	admits  admitGroup
+	// compactStep sizes each compact script call (compact.go).
+	compactStep stepSizer
 }
 
 var _ backend.Store = (*Store)(nil)

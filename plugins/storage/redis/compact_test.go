@@ -1,0 +1,142 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesq/hermesq/internal/redistest"
+	"github.com/hermesq/hermesq/pkg/admission"
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// A compaction larger than one script call's step runs in several calls
+// (so none holds the server long) and gives what one call would: every
+// settled admission in seq order, the cursor where a scan or a limit
+// stopped, 0 at the end.
+func TestCompactInSteps(t *testing.T) {
+	srv := redistest.Start(t)
+	s := mustOpen(t, srv.FreshURL())
+	ctx := context.Background()
+	const n = 700
+	settled := map[string][]backend.Admission{}
+	for _, sid := range []string{"all", "scan", "limit"} {
+		settled[sid] = settleNotes(t, s, sid, n)
+	}
+	cut := time.Now().Add(time.Hour)
+	ids := func(as []backend.Admission) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+
+	calls := evalCalls(t, srv)
+	res, err := s.Compact(ctx, backend.CompactRequest{Session: "all", Before: cut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Compacted, ids(settled["all"])) || res.Next != 0 {
+		t.Errorf("compact all: %d compacted, next %d; want %d, next 0", len(res.Compacted), res.Next, n)
+	}
+	if got := evalCalls(t, srv) - calls; got < 2 {
+		t.Errorf("compacting %d admissions took %d script calls, want several", n, got)
+	}
+
+	// A scan over several steps stops where it was told, and goes on.
+	as := settled["scan"]
+	res, err = s.Compact(ctx, backend.CompactRequest{Session: "scan", Before: cut, Scan: 450})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Compacted, ids(as[:450])) || res.Next != as[449].Seq {
+		t.Errorf("scan 450: %d compacted, next %d; want 450, next %d", len(res.Compacted), res.Next, as[449].Seq)
+	}
+	res, err = s.Compact(ctx, backend.CompactRequest{Session: "scan", Before: cut, After: res.Next, Scan: 450})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Compacted, ids(as[450:])) || res.Next != 0 {
+		t.Errorf("scan 450 after 450: %d compacted, next %d; want %d, next 0", len(res.Compacted), res.Next, n-450)
+	}
+
+	// A limit over several steps.
+	as = settled["limit"]
+	res, err = s.Compact(ctx, backend.CompactRequest{Session: "limit", Before: cut, Limit: 333})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Compacted, ids(as[:333])) || res.Next != as[332].Seq {
+		t.Errorf("limit 333: %d compacted, next %d; want 333, next %d", len(res.Compacted), res.Next, as[332].Seq)
+	}
+	// Tombstones are no longer listed.
+	for sid, left := range map[string]int{"all": 0, "scan": 0, "limit": n - 333} {
+		got, err := s.ListAdmissions(ctx, sid, backend.AdmissionFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != left {
+			t.Errorf("session %s: %d admissions listed after compaction, want %d", sid, len(got), left)
+		}
+	}
+}
+
+// settleNotes admits n notes to a new session sid and drains them: n done
+// admissions, returned in seq order.
+func settleNotes(t *testing.T, s backend.Store, sid string, n int) []backend.Admission {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: sid, Owner: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &admission.Service{Store: s}
+	var ins []admission.Input
+	for i := 0; i < n; i++ {
+		ins = append(ins, admission.Input{Session: sid, Producer: "p", Principal: "u",
+			Identities: []string{fmt.Sprintf("done:%s:%d", sid, i)}, Text: "settled"})
+	}
+	if _, err := svc.AdmitBatch(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := svc.Drain(ctx, sid, admission.DrainOptions{Principal: "u", NoExecuted: true})
+	if err != nil || rep.Notes != n {
+		t.Fatalf("drain %s: %d notes, %v; want %d", sid, rep.Notes, err, n)
+	}
+	as, err := s.ListAdmissions(ctx, sid, backend.AdmissionFilter{Statuses: []backend.Status{backend.StatusDone}})
+	if err != nil || len(as) != n {
+		t.Fatalf("list %s: %d done, %v; want %d", sid, len(as), err, n)
+	}
+	return as
+}
+
+// evalCalls is how many EVALSHA and EVAL calls the server has run.
+func evalCalls(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	info, err := srv.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval")
+		if !ok {
+			continue
+		}
+		_, stats, _ := strings.Cut(rest, ":")
+		for _, kv := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				c, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatalf("commandstats %q: %v", line, err)
+				}
+				total += c
+			}
+		}
+	}
+	return total
+}
