@@ -19,7 +19,11 @@ import (
 // together or not at all. The global lookups they need (admission id →
 // session, identity → sessions, the session index, the first transcript's
 // id) are written first: if a script then refuses, they are orphans that
-// every lookup verifies. Requests to several sessions are several scripts
+// every lookup verifies. On one server (standalone or Sentinel), where
+// every key can be reached from one script, the admit script writes those
+// lookups itself first, one round trip instead of two; it falls back to
+// the two steps when a session must be created or an id's lookup is held
+// by another session. Requests to several sessions are several scripts
 // (on a Cluster, several slots), each tried: a session that fails (the
 // store unavailable, its first transcript's id taken) gives its own
 // requests that error, and the other sessions' results stand, committed.
@@ -237,6 +241,23 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 		}
 		create = create || (reqs[i].Kind == backend.KindHuman && reqs[i].CreateSession)
 	}
+	if !create && s.oneServer {
+		// Every key is on this server: one script writes the lookups and
+		// admits, unless an id's lookup is another session's (then the two
+		// steps below judge it).
+		all := make([]int, len(reqs))
+		for i := range all {
+			all[i] = i
+		}
+		out := make([]backend.AdmitResult, len(reqs))
+		err := s.runAdmit(ctx, op, sid, reqs, all, sid+" "+nsOf(time.Now()), out)
+		if err == nil {
+			return s.judgeParts(ctx, sid, reqs, all, out)
+		}
+		if !errors.Is(err, errLookupHeld) {
+			return nil, err
+		}
+	}
 	out := make([]backend.AdmitResult, len(reqs))
 	taken, err := s.writeLookups(ctx, op, sid, reqs)
 	if err != nil {
@@ -281,15 +302,42 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 			}
 		}
 	}
+	if err := s.runAdmit(ctx, op, sid, reqs, run, "", out); err != nil {
+		return nil, err
+	}
+	return s.judgeParts(ctx, sid, reqs, run, out)
+}
+
+// errLookupHeld is admit.lua's refusal, given a claim, when an admission
+// id's lookup is held by another session.
+var errLookupHeld = errors.New("admission id lookup held by another session")
+
+// runAdmit runs admit.lua on the requests run of reqs to session sid and
+// puts their results in out. With a claim ("<sid> <ns>"), the script
+// first writes the global lookups itself (every key on one server); it
+// fails with errLookupHeld, nothing admitted, when one is held by another
+// session.
+func (s *Store) runAdmit(ctx context.Context, op, sid string, reqs []backend.AdmitRequest, run []int, claim string, out []backend.AdmitResult) error {
 	flag := func(b bool) string {
 		if b {
 			return "1"
 		}
 		return "0"
 	}
-	args := []any{s.k.changes(), sid}
+	keys := []string{
+		s.k.session(sid), s.k.grants(sid), s.k.transcripts(sid), s.k.admissions(sid),
+		s.k.payloads(sid), s.k.identityLists(sid), s.k.seqs(sid), s.k.queued(sid),
+		s.k.identities(sid), s.k.requests(sid),
+	}
+	args := []any{s.k.changes(), sid, claim}
 	for _, i := range run {
 		req := reqs[i]
+		if claim != "" {
+			keys = append(keys, s.k.admissionOwner(req.ID))
+			for _, id := range req.Identities {
+				keys = append(keys, s.k.identityOwners(id))
+			}
+		}
 		args = append(args, req.ID, string(req.Kind), req.Producer, req.Principal,
 			req.RequestID, string(req.Payload), req.PinnedTarget, req.ReplayOf,
 			flag(req.CreateSession), flag(req.Reopen), nsOf(nowOr(req.Now)), len(req.Identities))
@@ -301,31 +349,36 @@ func (s *Store) admitSession(ctx context.Context, sid string, reqs []backend.Adm
 			args = append(args, string(backend.PartMember(p)), string(backend.PartTextFragment(p.Payload)), string(p.Payload))
 		}
 	}
-	r, err := s.eval(ctx, scriptAdmit, []string{
-		s.k.session(sid), s.k.grants(sid), s.k.transcripts(sid), s.k.admissions(sid),
-		s.k.payloads(sid), s.k.identityLists(sid), s.k.seqs(sid), s.k.queued(sid),
-		s.k.identities(sid), s.k.requests(sid),
-	}, args...)
+	r, err := s.eval(ctx, scriptAdmit, keys, args...)
 	if err != nil {
-		return nil, s.wrap(op, err)
+		return s.wrap(op, err)
+	}
+	if claim != "" && len(r) == 1 && str(r[0]) == "held" {
+		return errLookupHeld
 	}
 	if len(r) != len(run) {
-		return nil, errInternalf("%s: %d replies for %d requests", op, len(r), len(run))
+		return errInternalf("%s: %d replies for %d requests", op, len(r), len(run))
 	}
 	for j, i := range run {
 		one, _ := r[j].([]any)
 		if len(one) == 0 {
-			return nil, errInternalf("%s: bad reply %v", op, r[j])
+			return errInternalf("%s: bad reply %v", op, r[j])
 		}
 		res, err := s.admitResult(reqs[i], one)
 		if err != nil {
 			if backend.CodeOf(err) == backend.CodeInternal {
-				return nil, err
+				return err
 			}
 			res = backend.AdmitResult{Err: err}
 		}
 		out[i] = res
 	}
+	return nil
+}
+
+// judgeParts sets payload_differs of the committed offers with parts
+// among run (partsDiffer).
+func (s *Store) judgeParts(ctx context.Context, sid string, reqs []backend.AdmitRequest, run []int, out []backend.AdmitResult) ([]backend.AdmitResult, error) {
 	for _, i := range run {
 		if len(reqs[i].Parts) > 0 && len(out[i].Duplicates) > 0 && out[i].Err == nil {
 			differs, err := s.partsDiffer(ctx, sid, reqs[i], out[i])

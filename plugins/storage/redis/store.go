@@ -50,6 +50,9 @@ type Store struct {
 	desc    string // redacted URL, for messages
 	db      int    // database number, for messages
 	admits  admitGroup
+	// oneServer: every key is on one server (standalone or Sentinel, not
+	// a Cluster), so a script may write the global lookups too.
+	oneServer bool
 	// compactStep sizes each compact script call (compact.go).
 	compactStep stepSizer
 }
@@ -260,7 +263,7 @@ func Open(ctx context.Context, u *url.URL, opts backend.Options) (*Store, error)
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	s := &Store{k: keys{prefix: c.Prefix}, timeout: timeout, desc: c.Redacted, db: c.DB}
+	s := &Store{k: keys{prefix: c.Prefix}, timeout: timeout, desc: c.Redacted, db: c.DB, oneServer: !c.Cluster}
 	maint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	switch {
 	case c.Cluster:

@@ -5,8 +5,15 @@
 -- KEYS[4] admissions hash    KEYS[5] payloads hash     KEYS[6] identity_lists hash
 -- KEYS[7] seqs zset          KEYS[8] queued zset       KEYS[9] identities hash
 -- KEYS[10] requests hash
+-- KEYS[11..] with a claim (ARGV[3]) only: per request, its admission id's
+--   lookup, then the identity lookup of each of its identities
 -- ARGV[1] changes channel    ARGV[2] session id
--- ARGV[3..] one block per request: new admission id, kind, producer,
+-- ARGV[3] claim: '' when the caller wrote the global lookups before (the
+--   two steps a Cluster needs); else every key is on this server, and the
+--   script writes them first, as the caller would have: each admission id's
+--   lookup set to the claim ("<session id> <ns>") unless held, each identity
+--   lookup given the session
+-- ARGV[4..] one block per request: new admission id, kind, producer,
 --   principal, request id, canonical payload, pinned target ('' = current),
 --   replay_of, create session '1'|'0', reopen '1'|'0', now (ns),
 --   number of identities n, then the n identities, then the number of
@@ -22,6 +29,8 @@
 -- {'conflict', admission id} (request id reused with another payload),
 -- {'id_taken', admission id} (the new admission id names another request),
 -- {'closed', current transcript}.
+-- With a claim, {'held'} alone when an admission id's lookup is held by
+-- another session: nothing is admitted, and the caller takes the two steps.
 local sid = ARGV[2]
 local changed = false
 -- The session hash is read once for all the requests; next_seq is counted
@@ -158,8 +167,8 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
   return {'ok', result, enc, payload, idlist, differs and '1' or '0', table.concat(dups, '\0'), table.concat(idres)}
 end
 
-local out = {}
-local i = 3
+local reqs = {}
+local i = 4
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 11])
   local idents = {}
@@ -174,9 +183,31 @@ while i <= #ARGV do
       parts[j] = {member = ARGV[k + 1], text = ARGV[k + 2], payload = ARGV[k + 3]}
     end
   end
-  out[#out + 1] = admit_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-    ARGV[i + 6], ARGV[i + 7], ARGV[i + 8] == '1', ARGV[i + 9] == '1', ARGV[i + 10], idents, parts)
+  reqs[#reqs + 1] = {i = i, idents = idents, parts = parts}
   i = at + 1 + 3 * np
+end
+
+local claim = ARGV[3]
+if claim ~= '' then
+  local k, mine = 11, sid .. ' '
+  for _, r in ipairs(reqs) do
+    if not redis.call('SET', KEYS[k], claim, 'NX') then
+      local held = redis.call('GET', KEYS[k])
+      if held and string.sub(held, 1, #mine) ~= mine then return {'held'} end
+    end
+    k = k + 1
+    for _ = 1, #r.idents do
+      redis.call('SADD', KEYS[k], sid)
+      k = k + 1
+    end
+  end
+end
+
+local out = {}
+for _, r in ipairs(reqs) do
+  local i = r.i
+  out[#out + 1] = admit_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+    ARGV[i + 6], ARGV[i + 7], ARGV[i + 8] == '1', ARGV[i + 9] == '1', ARGV[i + 10], r.idents, r.parts)
 end
 if seq_dirty then redis.call('HSET', KEYS[1], 'next_seq', S.next_seq) end
 if changed then publish(ARGV[1], sid) end
