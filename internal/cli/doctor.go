@@ -168,7 +168,7 @@ func doctorPluginDir(add func(check, status, detail, repair string), pc *Produce
 		if s.SHA256 != nil && !doctorPin(add, name, bin, s.SHA256) {
 			continue // never run
 		}
-		if !s.Disabled && producerName.MatchString(name) {
+		if !s.Disabled && producerhost.ValidName(name) {
 			doctorPluginConfig(add, pc, name, bin, s.Config)
 		}
 	}

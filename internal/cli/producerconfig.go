@@ -53,9 +53,6 @@ func bindProducerEnv(v *viper.Viper) {
 	}
 }
 
-// producerName is what NAME in hermesq-producer-NAME may be.
-var producerName = producerhost.ValidName
-
 // ProducerConfig is the resolved producer configuration.
 type ProducerConfig struct {
 	PluginDir    string
@@ -196,7 +193,7 @@ func readPluginSettings(v *viper.Viper, file string, pc *ProducerConfig) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !producerName.MatchString(name) {
+		if !producerhost.ValidName(name) {
 			return backend.Errorf(backend.ErrInvalid, "producers.%s: not a producer name (lower-case letters, digits, - and _)", name)
 		}
 		sub, ok := raw[name].(map[string]any)

@@ -387,7 +387,7 @@ func runProducersOutboxDrop(ctx context.Context, f *Factory, name string, args [
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if !producerName.MatchString(name) {
+	if !producerhost.ValidName(name) {
 		return fmt.Errorf("producer name %q: want lower-case letters, digits, - and _: %w", name, backend.ErrInvalid)
 	}
 	seqs := make([]uint64, len(args))
@@ -433,7 +433,7 @@ func runProducersOutbox(ctx context.Context, f *Factory, name string) error {
 	if err != nil {
 		return err
 	}
-	if !producerName.MatchString(name) {
+	if !producerhost.ValidName(name) {
 		return fmt.Errorf("producer name %q: want lower-case letters, digits, - and _: %w", name, backend.ErrInvalid)
 	}
 	ob, err := existingOutbox(f, name)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hermesq/hermesq/internal/producerhost"
 	"github.com/hermesq/hermesq/internal/termtext"
 	"github.com/hermesq/hermesq/pkg/producer"
 	"github.com/hermesq/hermesq/pkg/stats"
@@ -33,7 +34,7 @@ func (f *Factory) producerStats(ctx context.Context) ([]stats.Producer, error) {
 	var out []stats.Producer
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || !producerName.MatchString(name) {
+		if !e.IsDir() || !producerhost.ValidName(name) {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(pc.pluginStateDir(name), producer.OutboxFile)); err != nil {

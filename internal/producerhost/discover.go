@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -19,8 +18,25 @@ import (
 // Prefix names producer plugin binaries: hermesq-producer-NAME.
 const Prefix = "hermesq-producer-"
 
-// ValidName is what NAME in hermesq-producer-NAME may be.
-var ValidName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+// ValidName reports whether name may be the NAME of hermesq-producer-NAME:
+// a lower-case letter or digit, then up to 63 of those, '_' and '-' (the
+// language of ^[a-z0-9][a-z0-9_-]{0,63}$). It is written out rather than a
+// regular expression compiled at start-up, which every command paid for.
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Setting is the configuration of producer NAME (producers.NAME).
 type Setting struct {
@@ -64,7 +80,7 @@ func Discover(dir string, settings map[string]Setting) ([]Spec, error) {
 		if runtime.GOOS == "windows" {
 			name = strings.TrimSuffix(name, ".exe")
 		}
-		if !ValidName.MatchString(name) {
+		if !ValidName(name) {
 			continue
 		}
 		s := settings[name]

@@ -22,7 +22,8 @@ import (
 // Blocking calls cannot be given a deadline, so the wait runs in a
 // goroutine; a waiter whose caller gave up is kept and adopted by the next
 // open of the same path (at most one stray wait per path), and releases the
-// lock itself if nobody adopts it.
+// lock itself if nobody adopts it. While it waits, the descriptor carries
+// the mark of lock_want_*.go, so the holder lets go at once.
 
 // fileLock is a held sidecar lock.
 type fileLock struct{ fd int }
@@ -34,6 +35,10 @@ func (l *fileLock) unlock() {
 	_ = unix.Flock(l.fd, unix.LOCK_UN)
 	_ = unix.Close(l.fd)
 }
+
+// othersWant reports whether another process (or another Store of this
+// one) waits for the lock; known is false when that cannot be told.
+func (l *fileLock) othersWant() (want, known bool) { return othersWant(l.fd) }
 
 type lockWaiter struct {
 	path string
@@ -70,6 +75,7 @@ func lockFile(ctx context.Context, path string, deadline time.Time) (*fileLock, 
 			return nil, fmt.Errorf("bbolt: lock %s: %v: %w", path, err, backend.ErrInternal)
 		}
 		w = &lockWaiter{path: path, fd: fd, done: make(chan struct{})}
+		markWant(fd)
 		go w.wait()
 	}
 	timer := time.NewTimer(time.Until(deadline))
@@ -123,6 +129,7 @@ func adopt(path string) *lockWaiter {
 
 func (w *lockWaiter) wait() {
 	err := flockRetry(w.fd, unix.LOCK_EX)
+	unmarkWant(w.fd)
 	w.mu.Lock()
 	w.err, w.finished = err, true
 	if w.abandoned {

@@ -1,11 +1,13 @@
 // Package bbolt is the single-machine hermesq store: one bbolt file.
 //
 // bbolt lets one process at a time open a file, and every hermesq command
-// is its own process, so the store never holds the file open between
-// operations: an operation opens it (waiting for the lock at most
-// Options.Timeout, then ErrUnavailable) and the last operation in flight in
-// the process closes it. Concurrent goroutines share the open handle, and
-// their writes are grouped into few commits (see commit.go).
+// is its own process, so the store holds the file open between operations
+// only while no other process waits for it: an operation opens it (waiting
+// for the lock at most Options.Timeout, then ErrUnavailable), and the last
+// operation in flight in the process closes it when another process waits,
+// or leaves it open for the next one (see linger). Concurrent goroutines
+// share the open handle, and their writes are grouped into few commits
+// (see commit.go).
 //
 // The files follow the roles of backend.Store: sessions.go and access.go
 // (Sessions); admit.go and admissions.go (Admissions); lease.go, claim.go,
@@ -41,14 +43,21 @@ const DefaultTimeout = 10 * time.Second
 
 // maxHold is how long a process keeps the file open while its own
 // operations keep arriving; past it, new operations wait until the file
-// has been closed once, so other processes get their turn.
+// has been closed once, so other processes get their turn. Where a waiting
+// process can be seen (lock_want_*.go), the file is only given up for one:
+// past maxHold the holder looks for a waiter, and keeps the file another
+// maxHold when there is none.
 const maxHold = 100 * time.Millisecond
 
 // linger is how long the file stays open after the process's last
-// operation ended (within maxHold): a drain step's reads and commit, or a
-// command's check on opening the store and its operation, follow each
-// other within microseconds and then share one open of the file, while
-// another process waits at most this much longer for its turn.
+// operation ended, where a waiting process cannot be seen: a drain step's
+// reads and commit, or a command's check on opening the store and its
+// operation, follow each other within microseconds and then share one open
+// of the file, while another process waits at most this much longer for
+// its turn. Where waiters can be seen, the file is closed at once when the
+// last operation ends and another process waits, and otherwise stays open
+// for the next operation (a drainer's next turn) up to maxHold, the holder
+// looking for a waiter every linger.
 const linger = 2 * time.Millisecond
 
 // errStoreClosed is the error of operations after Close.
@@ -64,7 +73,8 @@ type Store struct {
 	db       *bolt.DB
 	lock     *fileLock
 	refs     int
-	openedAt time.Time
+	openedAt time.Time     // when the file was opened, or last found wanted by no one past hold
+	idleAt   time.Time     // when the last operation ended
 	opening  chan struct{} // closed when an open in progress ends
 	closing  chan struct{} // closed when the open handle is next closed
 	poisoned bool          // a panic happened: close the handle after use
@@ -171,7 +181,7 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 		// A handle that saw a panic (a corrupt page) is not handed out
 		// again: the operations still using it end, it closes, and the
 		// next operation opens the file afresh.
-		if s.db != nil && !s.poisoned && time.Since(s.openedAt) < s.hold {
+		if s.db != nil && !s.poisoned && s.mayShareLocked() {
 			s.refs++
 			db := s.db
 			s.mu.Unlock()
@@ -218,7 +228,27 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 	}
 }
 
-// release ends one acquire; the last one closes the file and drops the lock.
+// mayShareLocked reports whether a new operation may use the open handle:
+// within hold of its open, or past it while no other process waits for the
+// file (then the hold starts again); s.mu is held and s.db is open.
+func (s *Store) mayShareLocked() bool {
+	if time.Since(s.openedAt) < s.hold {
+		return true
+	}
+	if s.closing != nil {
+		return false
+	}
+	if want, known := s.lock.othersWant(); known && !want {
+		s.openedAt = time.Now()
+		return true
+	}
+	return false
+}
+
+// release ends one acquire. The last one closes the file and drops the
+// lock when another process waits for it (or, where that cannot be seen,
+// when the hold is over); otherwise the file lingers for the next
+// operation.
 func (s *Store) release(panicked bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,11 +259,16 @@ func (s *Store) release(panicked bool) {
 	if s.refs > 0 {
 		return
 	}
-	if s.poisoned || s.closed || s.closing != nil || time.Since(s.openedAt) >= s.hold {
+	if s.poisoned || s.closed || s.closing != nil {
 		s.closeLocked()
 		return
 	}
-	// Keep the file open a moment for the next operation.
+	want, known := s.lock.othersWant()
+	if want || (!known && time.Since(s.openedAt) >= s.hold) {
+		s.closeLocked()
+		return
+	}
+	s.idleAt = time.Now()
 	if s.lingerT == nil {
 		s.lingerT = time.AfterFunc(linger, s.lingerEnd)
 	} else {
@@ -241,11 +276,21 @@ func (s *Store) release(panicked bool) {
 	}
 }
 
-// lingerEnd closes the file if no operation took it up again.
+// lingerEnd closes the file if no operation took it up again and another
+// process waits for it, or it cannot be told, or it has been idle for the
+// hold; otherwise it looks again after linger.
 func (s *Store) lingerEnd() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.closeIdleLocked()
+	if s.db == nil || s.refs > 0 {
+		return
+	}
+	want, known := s.lock.othersWant()
+	if want || !known || time.Since(s.idleAt) >= s.hold {
+		s.closeLocked()
+		return
+	}
+	s.lingerT.Reset(linger)
 }
 
 // closeIdleLocked closes a handle left open (lingering) with no operation
