@@ -15,10 +15,17 @@ import (
 // round polls the plugin once, admits the offers in one batch and settles
 // each. It returns how many offers it took.
 func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *runState) (int, error) {
-	pctx, cancel := context.WithTimeout(ctx, h.Config.PollDeadline)
+	// Where the round's time goes (Timing): the plugin adds to served
+	// what it spent in its producer.
+	served := &producer.Served{}
+	var rpc, inStore time.Duration
+	var offers []producer.Offer
+	admitted := 0
+	defer func() { h.Timing.round(name, rpc, served.Total(), inStore, len(offers), admitted) }()
+	pctx, cancel := context.WithTimeout(producer.WithServed(ctx, served), h.Config.PollDeadline)
 	t0 := time.Now()
 	offers, err := p.Poll(pctx, producer.PollRequest{Max: PollMax, PayloadLimit: h.Admission.PayloadLimit()})
-	rpc := time.Since(t0)
+	rpc = time.Since(t0)
 	missed := pastDeadline(pctx)
 	cancel()
 	if err != nil {
@@ -37,7 +44,7 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 	}
 	// An admission in flight is finished and settled even when a signal
 	// arrives meanwhile: stopping halfway only costs a re-offer later.
-	work, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	work, wcancel := context.WithTimeout(producer.WithServed(context.WithoutCancel(ctx), served), 2*time.Minute)
 	defer wcancel()
 	ins := make([]admission.Input, len(offers))
 	for i, o := range offers {
@@ -45,11 +52,10 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 	}
 	t1 := time.Now()
 	results, batchErr := h.Admission.AdmitBatch(work, ins)
-	inStore := time.Since(t1)
+	inStore = time.Since(t1)
 	if h.AfterAdmit != nil && batchErr == nil {
 		h.AfterAdmit()
 	}
-	admitted := 0
 	for i, o := range offers {
 		err := batchErr
 		if i < len(results) && results[i].Err != nil {
@@ -77,7 +83,6 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 			}
 		}
 	}
-	h.Timing.add(rpc, inStore, admitted)
 	return len(offers), nil
 }
 

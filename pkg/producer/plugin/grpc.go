@@ -41,14 +41,16 @@ func (s *grpcServer) Poll(ctx context.Context, req *pb.PollRequest) (*pb.PollRes
 	if req.Max <= 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "poll: max %d is not positive", req.Max)
 	}
+	t0 := time.Now()
 	offers, err := s.impl.Poll(ctx, producer.PollRequest{Max: int(req.Max), PayloadLimit: int(req.PayloadLimit)})
+	served := time.Since(t0)
 	if errors.Is(err, producer.ErrPermanent) {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	resp := &pb.PollResponse{Offers: make([]*pb.Offer, len(offers))}
+	resp := &pb.PollResponse{Offers: make([]*pb.Offer, len(offers)), ServedNanos: int64(served)}
 	for i, o := range offers {
 		resp.Offers[i] = offerToPB(o)
 	}
@@ -64,13 +66,14 @@ func (s *grpcServer) Settle(ctx context.Context, req *pb.SettleRequest) (*pb.Set
 	if req.NotBeforeUnixNano > 0 {
 		st.NotBefore = time.Unix(0, req.NotBeforeUnixNano).UTC()
 	}
+	t0 := time.Now()
 	if err := s.impl.Settle(ctx, req.Claim, st); err != nil {
 		if errors.Is(err, producer.ErrUnknownClaim) {
 			return nil, status.Error(codes.NotFound, err.Error())
 		}
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	return &pb.SettleResponse{}, nil
+	return &pb.SettleResponse{ServedNanos: int64(time.Since(t0))}, nil
 }
 
 // grpcClient runs in the host and implements producer.Producer over gRPC.
@@ -81,6 +84,7 @@ func (c *grpcClient) Poll(ctx context.Context, req producer.PollRequest) ([]prod
 	if err != nil {
 		return nil, rpcError(err)
 	}
+	addServed(ctx, resp.ServedNanos)
 	out := make([]producer.Offer, len(resp.Offers))
 	for i, o := range resp.Offers {
 		out[i] = offerFromPB(o)
@@ -97,10 +101,20 @@ func (c *grpcClient) Settle(ctx context.Context, claim string, s producer.Settle
 	if !s.NotBefore.IsZero() {
 		req.NotBeforeUnixNano = s.NotBefore.UnixNano()
 	}
-	if _, err := c.c.Settle(ctx, req); err != nil {
+	resp, err := c.c.Settle(ctx, req)
+	if err != nil {
 		return rpcError(err)
 	}
+	addServed(ctx, resp.ServedNanos)
 	return nil
+}
+
+// addServed adds the time the plugin reports it served a call in to the
+// producer.Served of the call's context, if any.
+func addServed(ctx context.Context, nanos int64) {
+	if s := producer.ServedFrom(ctx); s != nil && nanos > 0 {
+		s.Add(time.Duration(nanos))
+	}
 }
 
 // rpcError turns a gRPC status into the plugin's own message (the host

@@ -135,8 +135,11 @@ func (x *PollRequest) GetPayloadLimit() int64 {
 }
 
 type PollResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offers        []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Offers []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`
+	// How long the plugin's producer took to poll (its outbox), transport
+	// excluded, in nanoseconds; 0: not measured (a plugin built before it).
+	ServedNanos   int64 `protobuf:"varint,2,opt,name=served_nanos,json=servedNanos,proto3" json:"served_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -176,6 +179,13 @@ func (x *PollResponse) GetOffers() []*Offer {
 		return x.Offers
 	}
 	return nil
+}
+
+func (x *PollResponse) GetServedNanos() int64 {
+	if x != nil {
+		return x.ServedNanos
+	}
+	return 0
 }
 
 // Offer is one group of events for one session: either identities with one
@@ -427,7 +437,9 @@ func (x *SettleRequest) GetDelivered() []string {
 }
 
 type SettleResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the plugin's producer took to settle, as in PollResponse.
+	ServedNanos   int64 `protobuf:"varint,1,opt,name=served_nanos,json=servedNanos,proto3" json:"served_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,6 +474,13 @@ func (*SettleResponse) Descriptor() ([]byte, []int) {
 	return file_producer_proto_rawDescGZIP(), []int{5}
 }
 
+func (x *SettleResponse) GetServedNanos() int64 {
+	if x != nil {
+		return x.ServedNanos
+	}
+	return 0
+}
+
 var File_producer_proto protoreflect.FileDescriptor
 
 const file_producer_proto_rawDesc = "" +
@@ -469,9 +488,10 @@ const file_producer_proto_rawDesc = "" +
 	"\x0eproducer.proto\x12\x13hermesq.producer.v1\"D\n" +
 	"\vPollRequest\x12\x10\n" +
 	"\x03max\x18\x01 \x01(\x05R\x03max\x12#\n" +
-	"\rpayload_limit\x18\x02 \x01(\x03R\fpayloadLimit\"B\n" +
+	"\rpayload_limit\x18\x02 \x01(\x03R\fpayloadLimit\"e\n" +
 	"\fPollResponse\x122\n" +
-	"\x06offers\x18\x01 \x03(\v2\x1a.hermesq.producer.v1.OfferR\x06offers\"\xea\x01\n" +
+	"\x06offers\x18\x01 \x03(\v2\x1a.hermesq.producer.v1.OfferR\x06offers\x12!\n" +
+	"\fserved_nanos\x18\x02 \x01(\x03R\vservedNanos\"\xea\x01\n" +
 	"\x05Offer\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1e\n" +
@@ -492,8 +512,9 @@ const file_producer_proto_rawDesc = "" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.hermesq.producer.v1.ActionR\x06action\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12/\n" +
 	"\x14not_before_unix_nano\x18\x04 \x01(\x03R\x11notBeforeUnixNano\x12\x1c\n" +
-	"\tdelivered\x18\x05 \x03(\tR\tdelivered\"\x10\n" +
-	"\x0eSettleResponse*\x81\x01\n" +
+	"\tdelivered\x18\x05 \x03(\tR\tdelivered\"3\n" +
+	"\x0eSettleResponse\x12!\n" +
+	"\fserved_nanos\x18\x01 \x01(\x03R\vservedNanos*\x81\x01\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fACTION_COMPLETE\x10\x01\x12\x10\n" +
