@@ -21,7 +21,8 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 	var rpc, inStore time.Duration
 	var offers []producer.Offer
 	admitted := 0
-	defer func() { h.Timing.round(name, rpc, served.Total(), inStore, len(offers), admitted) }()
+	var outbox time.Duration // of the settles
+	defer func() { h.Timing.round(name, rpc, served.Total()+outbox, inStore, len(offers), admitted) }()
 	pctx, cancel := context.WithTimeout(producer.WithServed(ctx, served), h.Config.PollDeadline)
 	t0 := time.Now()
 	offers, err := p.Poll(pctx, producer.PollRequest{Max: PollMax, PayloadLimit: h.Admission.PayloadLimit()})
@@ -44,7 +45,7 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 	}
 	// An admission in flight is finished and settled even when a signal
 	// arrives meanwhile: stopping halfway only costs a re-offer later.
-	work, wcancel := context.WithTimeout(producer.WithServed(context.WithoutCancel(ctx), served), 2*time.Minute)
+	work, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer wcancel()
 	ins := make([]admission.Input, len(offers))
 	for i, o := range offers {
@@ -56,34 +57,21 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 	if h.AfterAdmit != nil && batchErr == nil {
 		h.AfterAdmit()
 	}
+	settlements := make([]producer.Settlement, len(offers))
 	for i, o := range offers {
 		err := batchErr
 		if i < len(results) && results[i].Err != nil {
 			err = results[i].Err
 		}
-		s := h.settlement(work, name, o, err, st)
-		if s.Action == producer.Complete {
+		settlements[i] = h.settlement(work, name, o, err, st)
+		if settlements[i].Action == producer.Complete {
 			admitted += len(o.IdentityList())
 		}
-		sctx, scancel := context.WithTimeout(work, h.Config.SettleDeadline)
-		t2 := time.Now()
-		err = p.Settle(sctx, o.Claim, s)
-		rpc += time.Since(t2)
-		missed := pastDeadline(sctx)
-		scancel()
-		if err != nil {
-			if missed {
-				return len(offers), &deadlineError{call: "settle", key: "producer_settle_deadline", d: h.Config.SettleDeadline}
-			}
-			// The claim stays taken until its lease runs out; then the
-			// events are offered again and resolve to their admissions.
-			h.log.printf(name, "settle %s of %s failed: %s", s.Action, describeOffer(o), oneLine(err.Error()))
-			if !errors.Is(err, producer.ErrUnknownClaim) {
-				return len(offers), err
-			}
-		}
 	}
-	return len(offers), nil
+	calls, inOutbox, err := h.settle(work, name, p, offers, settlements)
+	rpc += calls
+	outbox += inOutbox
+	return len(offers), err
 }
 
 // pastDeadline reports whether ctx's deadline has passed (the transport
