@@ -3,92 +3,44 @@ package producerhost
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hermesq/hermesq/pkg/producer"
 )
 
-// settleWorkers bounds the settles of one poll in flight at once.
-const settleWorkers = 64
-
-// settle settles each offer of a poll with its settlement, the settles
-// running at once (an outbox commits settles arriving together in one
-// transaction). It returns the settles' time, as the wall time they took
-// together split between the calls (rpc) and what the plugin reports it
-// spent serving them (outbox) in proportion to their sums, and the error
-// that ends the round: a missed deadline, or a failure other than an
-// unknown claim. Such an error stops the settles not yet made, and a
-// missed deadline cancels those in flight too (the plugin is killed): their
-// claims stay taken until their lease runs out, as before.
+// settle ends the claims of a poll's offers, each with its settlement, in
+// one call (producer.SettleAll: one SettleBatch to a plugin, one outbox
+// transaction; a plugin built before it gets a Settle each, at once). The
+// call has the settle deadline. It returns the call's time, the part of it
+// the plugin reports it spent serving it (at most the call's time), and
+// the error that ends the round: a missed deadline, or a failure other
+// than an unknown claim. A claim not settled stays taken until its lease
+// runs out; then its events are offered again and resolve to their
+// admissions.
 func (h *Host) settle(ctx context.Context, name string, p producer.Producer, offers []producer.Offer, ss []producer.Settlement) (rpc, outbox time.Duration, _ error) {
-	served := &producer.Served{}
-	ctx, stop := context.WithCancel(producer.WithServed(ctx, served))
-	defer stop()
-	type outcome struct {
-		err           error
-		missed, fatal bool
-		took          time.Duration
-	}
-	outs := make([]outcome, len(offers))
-	var stopped atomic.Bool // a fatal outcome: make no more settles
-	began := time.Now()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, settleWorkers)
+	settles := make([]producer.ClaimSettlement, len(offers))
 	for i, o := range offers {
-		sem <- struct{}{}
-		if stopped.Load() {
-			<-sem
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			sctx, cancel := context.WithTimeout(ctx, h.Config.SettleDeadline)
-			defer cancel()
-			t0 := time.Now()
-			err := p.Settle(sctx, o.Claim, ss[i])
-			out := outcome{err: err, took: time.Since(t0)}
-			switch {
-			case err == nil:
-			case pastDeadline(sctx):
-				out.missed, out.fatal = true, true
-				stop()
-			case ctx.Err() != nil: // stopped by another's missed deadline
-				out.err = nil
-			case !errors.Is(err, producer.ErrUnknownClaim):
-				out.fatal = true
-			}
-			if out.fatal {
-				stopped.Store(true)
-			}
-			outs[i] = out
-		}()
+		settles[i] = producer.ClaimSettlement{Claim: o.Claim, Settlement: ss[i]}
 	}
-	wg.Wait()
-	wall := time.Since(began)
-
-	var sum time.Duration
+	served := &producer.Served{}
+	sctx, cancel := context.WithTimeout(producer.WithServed(ctx, served), h.Config.SettleDeadline)
+	defer cancel()
+	t0 := time.Now()
+	errs := producer.SettleAll(sctx, p, settles)
+	rpc = time.Since(t0)
+	outbox = min(served.Total(), rpc)
 	var end error
-	for i, out := range outs {
-		sum += out.took
-		if out.err == nil {
+	for i, err := range errs {
+		if err == nil {
 			continue
 		}
-		if out.missed {
-			end = &deadlineError{call: "settle", key: "producer_settle_deadline", d: h.Config.SettleDeadline}
-			continue
+		if pastDeadline(sctx) {
+			return rpc, outbox, &deadlineError{call: "settle", key: "producer_settle_deadline", d: h.Config.SettleDeadline}
 		}
-		// The claim stays taken until its lease runs out; then the
-		// events are offered again and resolve to their admissions.
-		h.log.printf(name, "settle %s of %s failed: %s", ss[i].Action, describeOffer(offers[i]), oneLine(out.err.Error()))
-		if out.fatal && end == nil {
-			end = out.err
+		h.log.printf(name, "settle %s of %s failed: %s", ss[i].Action, describeOffer(offers[i]), oneLine(err.Error()))
+		if end == nil && !errors.Is(err, producer.ErrUnknownClaim) {
+			end = err
 		}
 	}
-	if sum > 0 {
-		outbox = time.Duration(float64(wall) * min(float64(served.Total())/float64(sum), 1))
-	}
-	return wall, outbox, end
+	return rpc, outbox, end
 }

@@ -20,10 +20,10 @@ import (
 //   - Other: the rest of the plugin's run (its start and handshake, the
 //     settlement policy, pauses between polls).
 //
-// Calls that run at once (settles of one poll) are counted by the wall
-// time they took together, split between RPC and Outbox in proportion to
-// their sums, so the four add up to the run's time. Safe for concurrent
-// use; a nil *Timing records nothing.
+// A poll's offers are settled in one call (a plugin built before batched
+// settles gets a Settle each, at once: their served times are then capped
+// at the wall time they took together), so the four add up to the run's
+// time. Safe for concurrent use; a nil *Timing records nothing.
 type Timing struct {
 	mu sync.Mutex
 	// Over every plugin.
