@@ -23,8 +23,10 @@ import (
 )
 
 // PollMax is how many events the host takes from a plugin in one poll:
-// one admission batch, one store round-trip.
-const PollMax = 256
+// one admission batch, one store round-trip; as many as a chunk of admit
+// --batch. A coalescing plugin (delegation) offers a session's ready
+// events of one poll as one group.
+const PollMax = 1024
 
 // OnceStarts bounds how often producers run --once starts a plugin that
 // crashes, hangs or misses a deadline before it has delivered everything,
