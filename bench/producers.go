@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -37,7 +39,7 @@ func figure10(e *env, sz sizes) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		wall, lines, err := e.produce(u, plugins, sz.Results)
+		wall, timing, lines, err := e.produce(u, plugins, sz.Results)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st, err)
 		}
@@ -51,9 +53,9 @@ func figure10(e *env, sz sizes) ([]Result, error) {
 		rs = append(rs, withNote(rate("10", fmt.Sprintf("%d delegation results through the plugin, %s", sz.Results, st),
 			perSec(sz.Results, wall), fmt.Sprintf("admit --batch of the same %d admissions", bytes.Count(lines, []byte("\n"))),
 			perSec(sz.Results, batch), ">= 0.5"), fmt.Sprintf("producers run --once, %d sessions", resultSessions)))
+		rs = append(rs, withNote(mk("10", fmt.Sprintf("share of producers run's time, %s: %s", st, timing), 0, "", "", 0, ""),
+			"producers run --once --timing"))
 	}
-	rs = append(rs, mk("10", "share of producers run's time in RPC, outbox and store: not reported by hermesq producers run",
-		0, "", "", 0, ""))
 	return rs, nil
 }
 
@@ -84,19 +86,21 @@ func (e *env) buildProducers() (string, error) {
 
 // produce opens resultSessions sessions in store u, records n delegation
 // results in a fresh outbox of the delegation plugin, and times one
-// `hermesq producers run --once` with the plugin pinned by its SHA-256 in
-// the configuration. It checks that every result was delivered and
-// returns the time and the admissions it made, as admit --batch lines.
-func (e *env) produce(u, plugins string, n int) (time.Duration, []byte, error) {
+// `hermesq producers run --once --timing` with the plugin pinned by its
+// SHA-256 in the configuration. It checks that every result was delivered
+// and returns the time, the shares of its time that producers run reports
+// (rpc, outbox, store, other) and the admissions it made, as admit
+// --batch lines.
+func (e *env) produce(u, plugins string, n int) (time.Duration, string, []byte, error) {
 	ctx := context.Background()
 	sessions, err := openOwnSessions(ctx, u)
 	if err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
 	}
 	state := e.fresh("producers")
 	ob, err := producer.OpenOutbox(filepath.Join(state, "delegation"), producer.OutboxOptions{})
 	if err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
 	}
 	evs := make([]producer.Event, n)
 	for i := range evs {
@@ -106,31 +110,56 @@ func (e *env) produce(u, plugins string, n int) (time.Duration, []byte, error) {
 			Text: fmt.Sprintf("[delegation %s] result %d of the benchmark", id, i)}
 	}
 	if added, err := ob.AddAll(ctx, evs); err != nil || added != n {
-		return 0, nil, fmt.Errorf("outbox: added %d of %d: %v", added, n, err)
+		return 0, "", nil, fmt.Errorf("outbox: added %d of %d: %v", added, n, err)
 	}
 	sum, err := fileSHA256(filepath.Join(plugins, "hermesq-producer-delegation"))
 	if err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
 	}
 	config := e.fresh("producers") + ".yaml"
 	yaml := fmt.Sprintf("plugin_dir: %s\nproducer_state_dir: %s\nproducers:\n  delegation:\n    sha256: %q\n",
 		plugins, state, sum)
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
 	}
-	r, err := e.hqEnv(u, []string{"HERMESQ_CONFIG=" + config}, nil, "producers", "run", "--once")
+	wall, stderr, err := e.hqStderr(u, []string{"HERMESQ_CONFIG=" + config}, "producers", "run", "--once", "--timing")
 	if err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
+	}
+	m := timingShares.FindStringSubmatch(stderr)
+	if m == nil {
+		return 0, "", nil, fmt.Errorf("producers run --timing printed no timing line: %.300s", stderr)
 	}
 	c, err := ob.Count(ctx)
 	if err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
 	}
 	if c.Delivered != n || c.Pending != 0 {
-		return 0, nil, fmt.Errorf("producers run delivered %d of %d results, %d pending", c.Delivered, n, c.Pending)
+		return 0, "", nil, fmt.Errorf("producers run delivered %d of %d results, %d pending", c.Delivered, n, c.Pending)
 	}
 	lines, err := admissionLines(ctx, u, sessions)
-	return r.wall, lines, err
+	return wall, m[1], lines, err
+}
+
+// timingShares finds the shares in the delegation plugin's line of
+// producers run --timing.
+var timingShares = regexp.MustCompile(`(?m)^hermesq: producer delegation: timing: .*?: (rpc .*)$`)
+
+// hqStderr times one hermesq command in store u, as hqEnv does, and
+// returns its stderr.
+func (e *env) hqStderr(u string, extra []string, args ...string) (time.Duration, string, error) {
+	cmd := exec.Command(e.hermesq, args...)
+	cmd.Env = append(os.Environ(), "HERMESQ_STORE="+u, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"))
+	cmd.Env = append(cmd.Env, extra...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	wall := time.Since(t0)
+	if err != nil {
+		return 0, "", fmt.Errorf("hermesq %s: %v: %s", strings.Join(args, " "), err, firstLines(errb.String()))
+	}
+	return wall, errb.String(), nil
 }
 
 // openOwnSessions opens resultSessions sessions in store u, owned by the

@@ -60,8 +60,9 @@ Configuration (config file):
 }
 
 type producersRunOptions struct {
-	f    *Factory
-	Once bool
+	f      *Factory
+	Once   bool
+	Timing bool
 }
 
 func newProducersRunCmd(f *Factory) *cobra.Command {
@@ -117,6 +118,12 @@ hermesq with the plugin transport (go-plugin, gRPC), which the other
 commands do not load. hermesq replaces itself with it, so the process, its
 signals and its exit code are the same; without it run exits 1.
 
+With --timing, run prints at exit one line per plugin on stderr: the
+events admitted, the run's time, and its shares in rpc (the calls to the
+plugin less what the plugin reports it spent serving them), outbox (what
+it reports: its producer's Poll and Settle), store (the admission
+batches) and other (start, handshake, policy, pauses).
+
 Exit codes (--once): 0 every plugin ran and no event is left waiting
 after a refusal; 6 events were rejected in this run or are left waiting
 after a refusal (one line per producer on stderr: how many, the oldest,
@@ -125,11 +132,13 @@ deadline, failed its checksum, speaks another protocol version, reported a
 permanent failure; the others ran; one line each); 75 the store was
 unavailable (the events wait; run again later).`,
 		Example: `  hermesq producers run --once
-  hermesq producers run --plugin-dir /usr/local/lib/hermesq/plugins`,
+  hermesq producers run --plugin-dir /usr/local/lib/hermesq/plugins
+  hermesq producers run --once --timing`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runProducers(cmd.Context(), o) },
 	}
 	cmd.Flags().BoolVar(&o.Once, "once", false, "run each plugin until it has nothing ready, then exit")
+	addTimingFlag(cmd, o)
 	return cmd
 }
 
@@ -175,9 +184,13 @@ func runProducers(ctx context.Context, o *producersRunOptions) error {
 		return nil
 	}
 
+	if o.Timing {
+		h.Timing = &producerhost.Timing{}
+	}
 	ctx, signals := o.f.watchSignals(ctx, "producers run")
 	defer signals.Stop()
 	rep := h.Run(ctx, specs)
+	printTiming(o.f.IO.ErrOut, h.Timing)
 	if sig := signals.Caught(); sig != nil {
 		return sig
 	}

@@ -15,10 +15,18 @@ import (
 // round polls the plugin once, admits the offers in one batch and settles
 // each. It returns how many offers it took.
 func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *runState) (int, error) {
-	pctx, cancel := context.WithTimeout(ctx, h.Config.PollDeadline)
+	// Where the round's time goes (Timing): the plugin adds to served
+	// what it spent in its producer.
+	served := &producer.Served{}
+	var rpc, inStore time.Duration
+	var offers []producer.Offer
+	admitted := 0
+	var outbox time.Duration // of the settles
+	defer func() { h.Timing.round(name, rpc, served.Total()+outbox, inStore, len(offers), admitted) }()
+	pctx, cancel := context.WithTimeout(producer.WithServed(ctx, served), h.Config.PollDeadline)
 	t0 := time.Now()
 	offers, err := p.Poll(pctx, producer.PollRequest{Max: PollMax, PayloadLimit: h.Admission.PayloadLimit()})
-	rpc := time.Since(t0)
+	rpc = time.Since(t0)
 	missed := pastDeadline(pctx)
 	cancel()
 	if err != nil {
@@ -45,40 +53,25 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 	}
 	t1 := time.Now()
 	results, batchErr := h.Admission.AdmitBatch(work, ins)
-	inStore := time.Since(t1)
+	inStore = time.Since(t1)
 	if h.AfterAdmit != nil && batchErr == nil {
 		h.AfterAdmit()
 	}
-	admitted := 0
+	settlements := make([]producer.Settlement, len(offers))
 	for i, o := range offers {
 		err := batchErr
 		if i < len(results) && results[i].Err != nil {
 			err = results[i].Err
 		}
-		s := h.settlement(work, name, o, err, st)
-		if s.Action == producer.Complete {
+		settlements[i] = h.settlement(work, name, o, err, st)
+		if settlements[i].Action == producer.Complete {
 			admitted += len(o.IdentityList())
 		}
-		sctx, scancel := context.WithTimeout(work, h.Config.SettleDeadline)
-		t2 := time.Now()
-		err = p.Settle(sctx, o.Claim, s)
-		rpc += time.Since(t2)
-		missed := pastDeadline(sctx)
-		scancel()
-		if err != nil {
-			if missed {
-				return len(offers), &deadlineError{call: "settle", key: "producer_settle_deadline", d: h.Config.SettleDeadline}
-			}
-			// The claim stays taken until its lease runs out; then the
-			// events are offered again and resolve to their admissions.
-			h.log.printf(name, "settle %s of %s failed: %s", s.Action, describeOffer(o), oneLine(err.Error()))
-			if !errors.Is(err, producer.ErrUnknownClaim) {
-				return len(offers), err
-			}
-		}
 	}
-	h.Timing.add(rpc, inStore, admitted)
-	return len(offers), nil
+	calls, inOutbox, err := h.settle(work, name, p, offers, settlements)
+	rpc += calls
+	outbox += inOutbox
+	return len(offers), err
 }
 
 // pastDeadline reports whether ctx's deadline has passed (the transport

@@ -23,8 +23,10 @@ import (
 )
 
 // PollMax is how many events the host takes from a plugin in one poll:
-// one admission batch, one store round-trip.
-const PollMax = 256
+// one admission batch, one store round-trip; as many as a chunk of admit
+// --batch. A coalescing plugin (delegation) offers a session's ready
+// events of one poll as one group.
+const PollMax = 1024
 
 // OnceStarts bounds how often producers run --once starts a plugin that
 // crashes, hangs or misses a deadline before it has delivered everything,
@@ -123,8 +125,8 @@ type Host struct {
 	Stderr    io.Writer // plugin output and diagnostics, one prefixed line each
 	Launch    Launcher
 
-	// Timing, when set, accumulates the time spent in plugin calls and in
-	// the store (the benchmark).
+	// Timing, when set, accumulates where each plugin's run spent its
+	// time (producers run --timing; the benchmark).
 	Timing *Timing
 	// AfterAdmit, when set, is called after each durable admission batch,
 	// before its offers are settled (tests: a lost acknowledgement).
@@ -133,24 +135,6 @@ type Host struct {
 	Now func() time.Time
 
 	log *lineLog
-}
-
-// Timing is where a host's time went.
-type Timing struct {
-	mu         sync.Mutex
-	RPC, Store time.Duration
-	Admitted   int
-}
-
-func (t *Timing) add(rpc, store time.Duration, n int) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	t.RPC += rpc
-	t.Store += store
-	t.Admitted += n
-	t.mu.Unlock()
 }
 
 // Failure is a plugin that could not run or stopped for good.
@@ -208,7 +192,9 @@ func (h *Host) Run(ctx context.Context, specs []Spec) Report {
 		go func() {
 			defer wg.Done()
 			st := &runState{}
+			began := time.Now()
 			err := h.supervise(ctx, spec, st)
+			h.Timing.ran(spec.Name, time.Since(began))
 			if err != nil {
 				h.log.printf(spec.Name, "failed: %v", err)
 			}

@@ -46,6 +46,9 @@ type Outbox struct {
 	opts OutboxOptions
 
 	mu sync.Mutex // one operation at a time in this process
+
+	gmu   sync.Mutex   // guards group
+	group []*groupCall // writes waiting to share one transaction (outbox_group.go)
 }
 
 // OutboxOptions configure an Outbox. The zero value is usable.
@@ -205,10 +208,8 @@ func (o *Outbox) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketEvents, bucketPending, bucketClaims, bucketSettled} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
+		if err := createBuckets(tx); err != nil {
+			return err
 		}
 		return fn(tx)
 	})
@@ -216,6 +217,15 @@ func (o *Outbox) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		err = fmt.Errorf("outbox %s: close: %w", o.path, cerr)
 	}
 	return err
+}
+
+func createBuckets(tx *bolt.Tx) error {
+	for _, b := range [][]byte{bucketEvents, bucketPending, bucketClaims, bucketSettled} {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (o *Outbox) view(ctx context.Context, fn func(*bolt.Tx) error) error {

@@ -59,54 +59,58 @@ func (o *Outbox) Settle(ctx context.Context, claim string, s Settlement) error {
 		return fmt.Errorf("outbox: settle: unknown action %d", int(s.Action))
 	}
 	now := o.now()
-	err := o.update(ctx, func(tx *bolt.Tx) error {
-		claims := tx.Bucket(bucketClaims)
-		v := claims.Get([]byte(claim))
-		if v == nil {
-			return ErrUnknownClaim
-		}
-		var keys [][]byte
-		if err := json.Unmarshal(v, &keys); err != nil {
-			return err
-		}
-		if err := claims.Delete([]byte(claim)); err != nil {
-			return err
-		}
-		held := 0
-		for _, key := range keys {
-			e, err := getEntry(tx, key)
-			if err != nil {
-				return err
-			}
-			if e == nil || e.State != StatePending || e.Claim != claim {
-				continue
-			}
-			held++
-			action := s.Action
-			if slices.Contains(s.Delivered, e.Identity) {
-				action = Complete
-			}
-			switch action {
-			case Complete:
-				err = o.finish(tx, key, e, StateDelivered, "", now)
-			case Reject:
-				err = o.finish(tx, key, e, StateRejected, s.Reason, now)
-			case Retry:
-				e.Claim, e.ClaimedAt = "", time.Time{}
-				e.Reason, e.RefusedAt, e.NotBefore = s.Reason, now, s.NotBefore.UTC()
-				err = putEntry(tx, key, e)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if held == 0 {
-			return ErrUnknownClaim
-		}
-		return nil
-	})
+	// Concurrent settles share one transaction (grouped).
+	err := o.grouped(ctx, []func(*bolt.Tx) error{func(tx *bolt.Tx) error { return o.settle(tx, claim, s, now) }})[0]
 	if err != nil {
 		return fmt.Errorf("outbox: settle %s %s: %w", s.Action, claim, err)
+	}
+	return nil
+}
+
+// settle ends claim in tx (see Settle).
+func (o *Outbox) settle(tx *bolt.Tx, claim string, s Settlement, now time.Time) error {
+	claims := tx.Bucket(bucketClaims)
+	v := claims.Get([]byte(claim))
+	if v == nil {
+		return ErrUnknownClaim
+	}
+	var keys [][]byte
+	if err := json.Unmarshal(v, &keys); err != nil {
+		return err
+	}
+	if err := claims.Delete([]byte(claim)); err != nil {
+		return err
+	}
+	held := 0
+	for _, key := range keys {
+		e, err := getEntry(tx, key)
+		if err != nil {
+			return err
+		}
+		if e == nil || e.State != StatePending || e.Claim != claim {
+			continue
+		}
+		held++
+		action := s.Action
+		if slices.Contains(s.Delivered, e.Identity) {
+			action = Complete
+		}
+		switch action {
+		case Complete:
+			err = o.finish(tx, key, e, StateDelivered, "", now)
+		case Reject:
+			err = o.finish(tx, key, e, StateRejected, s.Reason, now)
+		case Retry:
+			e.Claim, e.ClaimedAt = "", time.Time{}
+			e.Reason, e.RefusedAt, e.NotBefore = s.Reason, now, s.NotBefore.UTC()
+			err = putEntry(tx, key, e)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if held == 0 {
+		return ErrUnknownClaim
 	}
 	return nil
 }

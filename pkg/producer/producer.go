@@ -23,10 +23,12 @@
 // loops: Poll → admit every offer → Settle(claim, complete) once the
 // admission is durable, Settle(claim, retry) with a not-before time when
 // the store refused it for a reason that may pass, Settle(claim, reject)
-// when it is invalid. A host that dies between the admit and the settle
-// leaves the claim unsettled; when its lease runs out the events are offered
-// again and resolve to the admissions already made (a duplicate is a
-// success), so no event is lost and none runs twice.
+// when it is invalid; a poll's offers are settled in one call when the
+// producer is an Outbox or a BatchSettler (see SettleAll). A host that
+// dies between the admit and the settle leaves the claim unsettled; when
+// its lease runs out the events are offered again and resolve to the
+// admissions already made (a duplicate is a success), so no event is lost
+// and none runs twice.
 //
 // A producer that finds its events itself may add them in Poll: Outbox.Add
 // inside Poll is allowed, before the Outbox's own Poll (the watch producer

@@ -31,6 +31,9 @@ import (
 // Version 2: a poll carries the store's payload limit, an offer its
 // attempts, a settle retry or reject (release, defer and drop are gone)
 // with a not-before time; events are never dropped on the host's word.
+// Added within version 2: SettleBatch (a poll's claims settled in one call)
+// and the time the plugin served each call; the host settles a plugin
+// built before them with a Settle a claim, and counts its calls as rpc.
 var Handshake = goplugin.HandshakeConfig{
 	ProtocolVersion:  2,
 	MagicCookieKey:   "HERMESQ_PRODUCER_PLUGIN",

@@ -79,6 +79,57 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 	return file_producer_proto_rawDescGZIP(), []int{0}
 }
 
+type SettleResult_Status int32
+
+const (
+	SettleResult_STATUS_SETTLED SettleResult_Status = 0
+	// The plugin holds no event under the claim (Settle: NOT_FOUND).
+	SettleResult_STATUS_UNKNOWN_CLAIM SettleResult_Status = 1
+	// Any other failure (Settle: UNAVAILABLE); the claim stays taken.
+	SettleResult_STATUS_FAILED SettleResult_Status = 2
+)
+
+// Enum value maps for SettleResult_Status.
+var (
+	SettleResult_Status_name = map[int32]string{
+		0: "STATUS_SETTLED",
+		1: "STATUS_UNKNOWN_CLAIM",
+		2: "STATUS_FAILED",
+	}
+	SettleResult_Status_value = map[string]int32{
+		"STATUS_SETTLED":       0,
+		"STATUS_UNKNOWN_CLAIM": 1,
+		"STATUS_FAILED":        2,
+	}
+)
+
+func (x SettleResult_Status) Enum() *SettleResult_Status {
+	p := new(SettleResult_Status)
+	*p = x
+	return p
+}
+
+func (x SettleResult_Status) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SettleResult_Status) Descriptor() protoreflect.EnumDescriptor {
+	return file_producer_proto_enumTypes[1].Descriptor()
+}
+
+func (SettleResult_Status) Type() protoreflect.EnumType {
+	return &file_producer_proto_enumTypes[1]
+}
+
+func (x SettleResult_Status) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SettleResult_Status.Descriptor instead.
+func (SettleResult_Status) EnumDescriptor() ([]byte, []int) {
+	return file_producer_proto_rawDescGZIP(), []int{8, 0}
+}
+
 type PollRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The largest number of events (parts) the host takes in one poll.
@@ -135,8 +186,11 @@ func (x *PollRequest) GetPayloadLimit() int64 {
 }
 
 type PollResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offers        []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Offers []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`
+	// How long the plugin's producer took to poll (its outbox), transport
+	// excluded, in nanoseconds; 0: not measured (a plugin built before it).
+	ServedNanos   int64 `protobuf:"varint,2,opt,name=served_nanos,json=servedNanos,proto3" json:"served_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -176,6 +230,13 @@ func (x *PollResponse) GetOffers() []*Offer {
 		return x.Offers
 	}
 	return nil
+}
+
+func (x *PollResponse) GetServedNanos() int64 {
+	if x != nil {
+		return x.ServedNanos
+	}
+	return 0
 }
 
 // Offer is one group of events for one session: either identities with one
@@ -427,7 +488,9 @@ func (x *SettleRequest) GetDelivered() []string {
 }
 
 type SettleResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the plugin's producer took to settle, as in PollResponse.
+	ServedNanos   int64 `protobuf:"varint,1,opt,name=served_nanos,json=servedNanos,proto3" json:"served_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,6 +525,166 @@ func (*SettleResponse) Descriptor() ([]byte, []int) {
 	return file_producer_proto_rawDescGZIP(), []int{5}
 }
 
+func (x *SettleResponse) GetServedNanos() int64 {
+	if x != nil {
+		return x.ServedNanos
+	}
+	return 0
+}
+
+type SettleBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Settles       []*SettleRequest       `protobuf:"bytes,1,rep,name=settles,proto3" json:"settles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleBatchRequest) Reset() {
+	*x = SettleBatchRequest{}
+	mi := &file_producer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleBatchRequest) ProtoMessage() {}
+
+func (x *SettleBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_producer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleBatchRequest.ProtoReflect.Descriptor instead.
+func (*SettleBatchRequest) Descriptor() ([]byte, []int) {
+	return file_producer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SettleBatchRequest) GetSettles() []*SettleRequest {
+	if x != nil {
+		return x.Settles
+	}
+	return nil
+}
+
+type SettleBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per settle of the request, in its order.
+	Results []*SettleResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How long the plugin's producer took to settle them all, as in
+	// PollResponse.
+	ServedNanos   int64 `protobuf:"varint,2,opt,name=served_nanos,json=servedNanos,proto3" json:"served_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleBatchResponse) Reset() {
+	*x = SettleBatchResponse{}
+	mi := &file_producer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleBatchResponse) ProtoMessage() {}
+
+func (x *SettleBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_producer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleBatchResponse.ProtoReflect.Descriptor instead.
+func (*SettleBatchResponse) Descriptor() ([]byte, []int) {
+	return file_producer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SettleBatchResponse) GetResults() []*SettleResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *SettleBatchResponse) GetServedNanos() int64 {
+	if x != nil {
+		return x.ServedNanos
+	}
+	return 0
+}
+
+// SettleResult is how one settle of a batch went.
+type SettleResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status SettleResult_Status    `protobuf:"varint,1,opt,name=status,proto3,enum=hermesq.producer.v1.SettleResult_Status" json:"status,omitempty"`
+	// The plugin's message when not settled.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResult) Reset() {
+	*x = SettleResult{}
+	mi := &file_producer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResult) ProtoMessage() {}
+
+func (x *SettleResult) ProtoReflect() protoreflect.Message {
+	mi := &file_producer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
+func (*SettleResult) Descriptor() ([]byte, []int) {
+	return file_producer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SettleResult) GetStatus() SettleResult_Status {
+	if x != nil {
+		return x.Status
+	}
+	return SettleResult_STATUS_SETTLED
+}
+
+func (x *SettleResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_producer_proto protoreflect.FileDescriptor
 
 const file_producer_proto_rawDesc = "" +
@@ -469,9 +692,10 @@ const file_producer_proto_rawDesc = "" +
 	"\x0eproducer.proto\x12\x13hermesq.producer.v1\"D\n" +
 	"\vPollRequest\x12\x10\n" +
 	"\x03max\x18\x01 \x01(\x05R\x03max\x12#\n" +
-	"\rpayload_limit\x18\x02 \x01(\x03R\fpayloadLimit\"B\n" +
+	"\rpayload_limit\x18\x02 \x01(\x03R\fpayloadLimit\"e\n" +
 	"\fPollResponse\x122\n" +
-	"\x06offers\x18\x01 \x03(\v2\x1a.hermesq.producer.v1.OfferR\x06offers\"\xea\x01\n" +
+	"\x06offers\x18\x01 \x03(\v2\x1a.hermesq.producer.v1.OfferR\x06offers\x12!\n" +
+	"\fserved_nanos\x18\x02 \x01(\x03R\vservedNanos\"\xea\x01\n" +
 	"\x05Offer\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1e\n" +
@@ -492,16 +716,30 @@ const file_producer_proto_rawDesc = "" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.hermesq.producer.v1.ActionR\x06action\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12/\n" +
 	"\x14not_before_unix_nano\x18\x04 \x01(\x03R\x11notBeforeUnixNano\x12\x1c\n" +
-	"\tdelivered\x18\x05 \x03(\tR\tdelivered\"\x10\n" +
-	"\x0eSettleResponse*\x81\x01\n" +
+	"\tdelivered\x18\x05 \x03(\tR\tdelivered\"3\n" +
+	"\x0eSettleResponse\x12!\n" +
+	"\fserved_nanos\x18\x01 \x01(\x03R\vservedNanos\"R\n" +
+	"\x12SettleBatchRequest\x12<\n" +
+	"\asettles\x18\x01 \x03(\v2\".hermesq.producer.v1.SettleRequestR\asettles\"u\n" +
+	"\x13SettleBatchResponse\x12;\n" +
+	"\aresults\x18\x01 \x03(\v2!.hermesq.producer.v1.SettleResultR\aresults\x12!\n" +
+	"\fserved_nanos\x18\x02 \x01(\x03R\vservedNanos\"\xb5\x01\n" +
+	"\fSettleResult\x12@\n" +
+	"\x06status\x18\x01 \x01(\x0e2(.hermesq.producer.v1.SettleResult.StatusR\x06status\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"I\n" +
+	"\x06Status\x12\x12\n" +
+	"\x0eSTATUS_SETTLED\x10\x00\x12\x18\n" +
+	"\x14STATUS_UNKNOWN_CLAIM\x10\x01\x12\x11\n" +
+	"\rSTATUS_FAILED\x10\x02*\x81\x01\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fACTION_COMPLETE\x10\x01\x12\x10\n" +
 	"\fACTION_RETRY\x10\x02\x12\x11\n" +
-	"\rACTION_REJECT\x10\x05\"\x04\b\x03\x10\x03\"\x04\b\x04\x10\x04*\fACTION_DEFER*\vACTION_DROP2\xaa\x01\n" +
+	"\rACTION_REJECT\x10\x05\"\x04\b\x03\x10\x03\"\x04\b\x04\x10\x04*\fACTION_DEFER*\vACTION_DROP2\x8c\x02\n" +
 	"\bProducer\x12K\n" +
 	"\x04Poll\x12 .hermesq.producer.v1.PollRequest\x1a!.hermesq.producer.v1.PollResponse\x12Q\n" +
-	"\x06Settle\x12\".hermesq.producer.v1.SettleRequest\x1a#.hermesq.producer.v1.SettleResponseB=Z;github.com/hermesq/hermesq/pkg/producer/internal/producerpbb\x06proto3"
+	"\x06Settle\x12\".hermesq.producer.v1.SettleRequest\x1a#.hermesq.producer.v1.SettleResponse\x12`\n" +
+	"\vSettleBatch\x12'.hermesq.producer.v1.SettleBatchRequest\x1a(.hermesq.producer.v1.SettleBatchResponseB=Z;github.com/hermesq/hermesq/pkg/producer/internal/producerpbb\x06proto3"
 
 var (
 	file_producer_proto_rawDescOnce sync.Once
@@ -515,30 +753,39 @@ func file_producer_proto_rawDescGZIP() []byte {
 	return file_producer_proto_rawDescData
 }
 
-var file_producer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_producer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_producer_proto_goTypes = []any{
-	(Action)(0),            // 0: hermesq.producer.v1.Action
-	(*PollRequest)(nil),    // 1: hermesq.producer.v1.PollRequest
-	(*PollResponse)(nil),   // 2: hermesq.producer.v1.PollResponse
-	(*Offer)(nil),          // 3: hermesq.producer.v1.Offer
-	(*Part)(nil),           // 4: hermesq.producer.v1.Part
-	(*SettleRequest)(nil),  // 5: hermesq.producer.v1.SettleRequest
-	(*SettleResponse)(nil), // 6: hermesq.producer.v1.SettleResponse
+	(Action)(0),                 // 0: hermesq.producer.v1.Action
+	(SettleResult_Status)(0),    // 1: hermesq.producer.v1.SettleResult.Status
+	(*PollRequest)(nil),         // 2: hermesq.producer.v1.PollRequest
+	(*PollResponse)(nil),        // 3: hermesq.producer.v1.PollResponse
+	(*Offer)(nil),               // 4: hermesq.producer.v1.Offer
+	(*Part)(nil),                // 5: hermesq.producer.v1.Part
+	(*SettleRequest)(nil),       // 6: hermesq.producer.v1.SettleRequest
+	(*SettleResponse)(nil),      // 7: hermesq.producer.v1.SettleResponse
+	(*SettleBatchRequest)(nil),  // 8: hermesq.producer.v1.SettleBatchRequest
+	(*SettleBatchResponse)(nil), // 9: hermesq.producer.v1.SettleBatchResponse
+	(*SettleResult)(nil),        // 10: hermesq.producer.v1.SettleResult
 }
 var file_producer_proto_depIdxs = []int32{
-	3, // 0: hermesq.producer.v1.PollResponse.offers:type_name -> hermesq.producer.v1.Offer
-	4, // 1: hermesq.producer.v1.Offer.parts:type_name -> hermesq.producer.v1.Part
-	0, // 2: hermesq.producer.v1.SettleRequest.action:type_name -> hermesq.producer.v1.Action
-	1, // 3: hermesq.producer.v1.Producer.Poll:input_type -> hermesq.producer.v1.PollRequest
-	5, // 4: hermesq.producer.v1.Producer.Settle:input_type -> hermesq.producer.v1.SettleRequest
-	2, // 5: hermesq.producer.v1.Producer.Poll:output_type -> hermesq.producer.v1.PollResponse
-	6, // 6: hermesq.producer.v1.Producer.Settle:output_type -> hermesq.producer.v1.SettleResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4,  // 0: hermesq.producer.v1.PollResponse.offers:type_name -> hermesq.producer.v1.Offer
+	5,  // 1: hermesq.producer.v1.Offer.parts:type_name -> hermesq.producer.v1.Part
+	0,  // 2: hermesq.producer.v1.SettleRequest.action:type_name -> hermesq.producer.v1.Action
+	6,  // 3: hermesq.producer.v1.SettleBatchRequest.settles:type_name -> hermesq.producer.v1.SettleRequest
+	10, // 4: hermesq.producer.v1.SettleBatchResponse.results:type_name -> hermesq.producer.v1.SettleResult
+	1,  // 5: hermesq.producer.v1.SettleResult.status:type_name -> hermesq.producer.v1.SettleResult.Status
+	2,  // 6: hermesq.producer.v1.Producer.Poll:input_type -> hermesq.producer.v1.PollRequest
+	6,  // 7: hermesq.producer.v1.Producer.Settle:input_type -> hermesq.producer.v1.SettleRequest
+	8,  // 8: hermesq.producer.v1.Producer.SettleBatch:input_type -> hermesq.producer.v1.SettleBatchRequest
+	3,  // 9: hermesq.producer.v1.Producer.Poll:output_type -> hermesq.producer.v1.PollResponse
+	7,  // 10: hermesq.producer.v1.Producer.Settle:output_type -> hermesq.producer.v1.SettleResponse
+	9,  // 11: hermesq.producer.v1.Producer.SettleBatch:output_type -> hermesq.producer.v1.SettleBatchResponse
+	9,  // [9:12] is the sub-list for method output_type
+	6,  // [6:9] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_producer_proto_init() }
@@ -551,8 +798,8 @@ func file_producer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_producer_proto_rawDesc), len(file_producer_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   6,
+			NumEnums:      2,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

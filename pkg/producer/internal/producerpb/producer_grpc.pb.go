@@ -23,8 +23,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Producer_Poll_FullMethodName   = "/hermesq.producer.v1.Producer/Poll"
-	Producer_Settle_FullMethodName = "/hermesq.producer.v1.Producer/Settle"
+	Producer_Poll_FullMethodName        = "/hermesq.producer.v1.Producer/Poll"
+	Producer_Settle_FullMethodName      = "/hermesq.producer.v1.Producer/Settle"
+	Producer_SettleBatch_FullMethodName = "/hermesq.producer.v1.Producer/SettleBatch"
 )
 
 // ProducerClient is the client API for Producer service.
@@ -38,6 +39,11 @@ type ProducerClient interface {
 	Poll(ctx context.Context, in *PollRequest, opts ...grpc.CallOption) (*PollResponse, error)
 	// Settle ends a claim: complete, retry (not before a time) or reject.
 	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
+	// SettleBatch ends many claims in one call, each as Settle would (an
+	// outbox: in one transaction), and answers for each. Added within
+	// protocol 2: a plugin built before it answers UNIMPLEMENTED, and the
+	// host then settles each claim with Settle.
+	SettleBatch(ctx context.Context, in *SettleBatchRequest, opts ...grpc.CallOption) (*SettleBatchResponse, error)
 }
 
 type producerClient struct {
@@ -68,6 +74,16 @@ func (c *producerClient) Settle(ctx context.Context, in *SettleRequest, opts ...
 	return out, nil
 }
 
+func (c *producerClient) SettleBatch(ctx context.Context, in *SettleBatchRequest, opts ...grpc.CallOption) (*SettleBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleBatchResponse)
+	err := c.cc.Invoke(ctx, Producer_SettleBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProducerServer is the server API for Producer service.
 // All implementations must embed UnimplementedProducerServer
 // for forward compatibility.
@@ -79,6 +95,11 @@ type ProducerServer interface {
 	Poll(context.Context, *PollRequest) (*PollResponse, error)
 	// Settle ends a claim: complete, retry (not before a time) or reject.
 	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
+	// SettleBatch ends many claims in one call, each as Settle would (an
+	// outbox: in one transaction), and answers for each. Added within
+	// protocol 2: a plugin built before it answers UNIMPLEMENTED, and the
+	// host then settles each claim with Settle.
+	SettleBatch(context.Context, *SettleBatchRequest) (*SettleBatchResponse, error)
 	mustEmbedUnimplementedProducerServer()
 }
 
@@ -94,6 +115,9 @@ func (UnimplementedProducerServer) Poll(context.Context, *PollRequest) (*PollRes
 }
 func (UnimplementedProducerServer) Settle(context.Context, *SettleRequest) (*SettleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
+}
+func (UnimplementedProducerServer) SettleBatch(context.Context, *SettleBatchRequest) (*SettleBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SettleBatch not implemented")
 }
 func (UnimplementedProducerServer) mustEmbedUnimplementedProducerServer() {}
 func (UnimplementedProducerServer) testEmbeddedByValue()                  {}
@@ -152,6 +176,24 @@ func _Producer_Settle_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Producer_SettleBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServer).SettleBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Producer_SettleBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServer).SettleBatch(ctx, req.(*SettleBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Producer_ServiceDesc is the grpc.ServiceDesc for Producer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -166,6 +208,10 @@ var Producer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Settle",
 			Handler:    _Producer_Settle_Handler,
+		},
+		{
+			MethodName: "SettleBatch",
+			Handler:    _Producer_SettleBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
