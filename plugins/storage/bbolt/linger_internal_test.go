@@ -42,6 +42,10 @@ func waitForWaiter(t *testing.T, s *Store, opened <-chan error) {
 	t.Helper()
 	for {
 		s.mu.Lock()
+		if s.lock == nil { // its own linger timer saw the waiter first and yielded
+			s.mu.Unlock()
+			return
+		}
 		want, _ := s.lock.othersWant()
 		s.mu.Unlock()
 		if want {
