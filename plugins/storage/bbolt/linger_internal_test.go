@@ -121,14 +121,15 @@ func TestReleaseYieldsToWaiter(t *testing.T) {
 	}
 }
 
-// TestHoldRenewedWhileNobodyWaits: past the hold, an operation still
-// shares the open handle when no other process waits for the file.
-func TestHoldRenewedWhileNobodyWaits(t *testing.T) {
+// TestReopenedPastHold: past the hold, an operation does not share the
+// file open since then even when nobody waits for it: the file is closed
+// and opened afresh, which unmaps it and gives back the pages a long batch
+// or drain read through the mapping. Within the hold it is shared.
+func TestReopenedPastHold(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hermesq.db")
 	a := lingering(t, path)
 	a.mu.Lock()
 	before := a.db
-	a.openedAt = time.Now().Add(-2 * a.hold) // the next operation starts past the hold
 	a.mu.Unlock()
 	db, err := a.acquire(context.Background())
 	if err != nil {
@@ -136,6 +137,17 @@ func TestHoldRenewedWhileNobodyWaits(t *testing.T) {
 	}
 	a.release(false)
 	if db != before {
-		t.Fatal("the file was opened again past the hold with nobody waiting")
+		t.Fatal("the file was opened again within the hold")
+	}
+	a.mu.Lock()
+	a.openedAt = time.Now().Add(-2 * a.hold) // the next operation starts past the hold
+	a.mu.Unlock()
+	db, err = a.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.release(false)
+	if db == before {
+		t.Fatal("the file open since before the hold was shared past it")
 	}
 }

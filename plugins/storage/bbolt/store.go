@@ -41,12 +41,13 @@ import (
 // DefaultTimeout bounds the wait for the file lock when Options.Timeout is 0.
 const DefaultTimeout = 10 * time.Second
 
-// maxHold is how long a process keeps the file open while its own
-// operations keep arriving; past it, new operations wait until the file
-// has been closed once, so other processes get their turn. Where a waiting
-// process can be seen (lock_want_*.go), the file is only given up for one:
-// past maxHold the holder looks for a waiter, and keeps the file another
-// maxHold when there is none.
+// maxHold is how long a process keeps the file open, once opened, while
+// its own operations keep arriving or it sits idle between them; past it,
+// new operations wait until the file has been closed once and open it
+// afresh. That lets other processes take their turn where a waiting process
+// cannot be seen, and everywhere it unmaps the file: the pages of a large
+// file read while mapped count in the process's resident memory until it is
+// unmapped, so a long batch or drain keeps to what it touched in one hold.
 const maxHold = 100 * time.Millisecond
 
 // linger is how long the file stays open after the process's last
@@ -73,8 +74,7 @@ type Store struct {
 	db       *bolt.DB
 	lock     *fileLock
 	refs     int
-	openedAt time.Time     // when the file was opened, or last found wanted by no one past hold
-	idleAt   time.Time     // when the last operation ended
+	openedAt time.Time     // when the file was opened
 	opening  chan struct{} // closed when an open in progress ends
 	closing  chan struct{} // closed when the open handle is next closed
 	poisoned bool          // a panic happened: close the handle after use
@@ -229,26 +229,14 @@ func (s *Store) acquire(ctx context.Context) (*bolt.DB, error) {
 }
 
 // mayShareLocked reports whether a new operation may use the open handle:
-// within hold of its open, or past it while no other process waits for the
-// file (then the hold starts again); s.mu is held and s.db is open.
+// within hold of its open; s.mu is held and s.db is open.
 func (s *Store) mayShareLocked() bool {
-	if time.Since(s.openedAt) < s.hold {
-		return true
-	}
-	if s.closing != nil {
-		return false
-	}
-	if want, known := s.lock.othersWant(); known && !want {
-		s.openedAt = time.Now()
-		return true
-	}
-	return false
+	return time.Since(s.openedAt) < s.hold
 }
 
 // release ends one acquire. The last one closes the file and drops the
-// lock when another process waits for it (or, where that cannot be seen,
-// when the hold is over); otherwise the file lingers for the next
-// operation.
+// lock when another process waits for it or the hold is over; otherwise
+// the file lingers for the next operation.
 func (s *Store) release(panicked bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -263,12 +251,10 @@ func (s *Store) release(panicked bool) {
 		s.closeLocked()
 		return
 	}
-	want, known := s.lock.othersWant()
-	if want || (!known && time.Since(s.openedAt) >= s.hold) {
+	if want, _ := s.lock.othersWant(); want || time.Since(s.openedAt) >= s.hold {
 		s.closeLocked()
 		return
 	}
-	s.idleAt = time.Now()
 	if s.lingerT == nil {
 		s.lingerT = time.AfterFunc(linger, s.lingerEnd)
 	} else {
@@ -277,8 +263,8 @@ func (s *Store) release(panicked bool) {
 }
 
 // lingerEnd closes the file if no operation took it up again and another
-// process waits for it, or it cannot be told, or it has been idle for the
-// hold; otherwise it looks again after linger.
+// process waits for it, or it cannot be told, or the hold is over;
+// otherwise it looks again after linger.
 func (s *Store) lingerEnd() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -286,7 +272,7 @@ func (s *Store) lingerEnd() {
 		return
 	}
 	want, known := s.lock.othersWant()
-	if want || !known || time.Since(s.idleAt) >= s.hold {
+	if want || !known || time.Since(s.openedAt) >= s.hold {
 		s.closeLocked()
 		return
 	}
