@@ -12,51 +12,47 @@ import (
 	"github.com/hermesq/hermesq/pkg/producer"
 )
 
-// round polls the plugin once, admits the offers in one batch and settles
-// each. It returns how many offers it took.
-func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *runState) (int, error) {
-	// Where the round's time goes (Timing): the plugin adds to served
-	// what it spent in its producer.
-	served := &producer.Served{}
-	var rpc, inStore time.Duration
-	var offers []producer.Offer
-	admitted := 0
-	var outbox time.Duration // of the settles
-	defer func() { h.Timing.round(name, rpc, served.Total()+outbox, inStore, len(offers), admitted) }()
-	pctx, cancel := context.WithTimeout(producer.WithServed(ctx, served), h.Config.PollDeadline)
-	t0 := time.Now()
-	offers, err := p.Poll(pctx, producer.PollRequest{Max: PollMax, PayloadLimit: h.Admission.PayloadLimit()})
-	rpc = time.Since(t0)
-	missed := pastDeadline(pctx)
-	cancel()
-	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return 0, nil
-		case missed:
-			return 0, &deadlineError{call: "poll", key: "producer_poll_deadline", d: h.Config.PollDeadline}
-		case errors.Is(err, producer.ErrPermanent):
+// round admits one poll's offers in one batch and settles them. The poll
+// is the one the round before started, or one made now. While the store
+// admits a full poll's offers (a backlog), the plugin is polled for the
+// next round, and the offers are settled while the next round admits;
+// a round waits for the settle before it to end first, and ends with that
+// settle's error. Without a backlog, a round polls, admits and settles,
+// one after the other. It returns how many offers it took.
+func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *runState, pl *pipeline) (int, error) {
+	var got polled
+	if pl.next != nil {
+		got = <-pl.next
+		pl.next = nil
+	} else {
+		got = h.poll(ctx, p)
+	}
+	offers := got.offers
+	if got.err != nil || len(offers) == 0 {
+		h.Timing.round(name, got.rpc, got.served, 0, 0, 0)
+		if err := pl.waitSettle(); err != nil {
 			return 0, err
 		}
-		return 0, &pollError{err}
+		return 0, got.err
 	}
-	if len(offers) == 0 {
-		return 0, nil
+	if ctx.Err() == nil && eventCount(offers) >= PollMax {
+		pl.next = make(chan polled, 1)
+		go func() { pl.next <- h.poll(ctx, p) }()
 	}
 	// An admission in flight is finished and settled even when a signal
 	// arrives meanwhile: stopping halfway only costs a re-offer later.
 	work, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer wcancel()
 	ins := make([]admission.Input, len(offers))
 	for i, o := range offers {
 		ins[i] = offerInput(name, h.Principal, o)
 	}
 	t1 := time.Now()
 	results, batchErr := h.Admission.AdmitBatch(work, ins)
-	inStore = time.Since(t1)
+	inStore := time.Since(t1)
 	if h.AfterAdmit != nil && batchErr == nil {
 		h.AfterAdmit()
 	}
+	admitted := 0
 	settlements := make([]producer.Settlement, len(offers))
 	for i, o := range offers {
 		err := batchErr
@@ -68,10 +64,101 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 			admitted += len(o.IdentityList())
 		}
 	}
-	calls, inOutbox, err := h.settle(work, name, p, offers, settlements)
-	rpc += calls
-	outbox += inOutbox
-	return len(offers), err
+	h.Timing.round(name, got.rpc, got.served, inStore, len(offers), admitted)
+	if err := pl.waitSettle(); err != nil {
+		wcancel()
+		return len(offers), err
+	}
+	if pl.next == nil { // no backlog: settle before the next poll
+		defer wcancel()
+		rpc, outbox, err := h.settle(work, name, p, offers, settlements)
+		h.Timing.calls(name, rpc, outbox)
+		return len(offers), err
+	}
+	done := make(chan error, 1)
+	pl.settled = done
+	go func() {
+		defer wcancel()
+		rpc, outbox, err := h.settle(work, name, p, offers, settlements)
+		h.Timing.calls(name, rpc, outbox)
+		done <- err
+	}()
+	return len(offers), nil
+}
+
+// polled is the outcome of one poll: its offers or the error that ends the
+// round, and the call's time, of which the plugin served served.
+type polled struct {
+	offers      []producer.Offer
+	rpc, served time.Duration
+	err         error
+}
+
+// poll asks the plugin for up to PollMax events, within the poll deadline.
+// A poll cut short by ctx is an empty one.
+func (h *Host) poll(ctx context.Context, p producer.Producer) polled {
+	served := &producer.Served{}
+	pctx, cancel := context.WithTimeout(producer.WithServed(ctx, served), h.Config.PollDeadline)
+	defer cancel()
+	t0 := time.Now()
+	offers, err := p.Poll(pctx, producer.PollRequest{Max: PollMax, PayloadLimit: h.Admission.PayloadLimit()})
+	got := polled{rpc: time.Since(t0), served: served.Total()}
+	if err == nil {
+		got.offers = offers
+		return got
+	}
+	switch {
+	case ctx.Err() != nil:
+	case pastDeadline(pctx):
+		got.err = &deadlineError{call: "poll", key: "producer_poll_deadline", d: h.Config.PollDeadline}
+	case errors.Is(err, producer.ErrPermanent):
+		got.err = err
+	default:
+		got.err = &pollError{err}
+	}
+	return got
+}
+
+// pipeline is what one plugin's rounds leave in flight for the next: the
+// poll it will admit, and the settle of the round before.
+type pipeline struct {
+	next    chan polled
+	settled chan error
+}
+
+// waitSettle waits for the settle in flight, if any, and returns its error.
+func (pl *pipeline) waitSettle() error {
+	if pl.settled == nil {
+		return nil
+	}
+	err := <-pl.settled
+	pl.settled = nil
+	return err
+}
+
+// finish ends what the plugin's last round left in flight when its run
+// ends: a poll already made is admitted and settled, as any admission in
+// flight is (no further poll is made), and the last settle is waited for;
+// a settle that fails is logged. Claims not settled come back after their
+// lease.
+func (h *Host) finish(ctx context.Context, name string, p producer.Producer, st *runState, pl *pipeline) {
+	if pl.next != nil {
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		_, _ = h.round(ended, name, p, st, pl)
+	}
+	if err := pl.waitSettle(); err != nil {
+		h.log.printf(name, "%v", oneLine(err.Error()))
+	}
+}
+
+// eventCount is how many events the offers hold (one per identity).
+func eventCount(offers []producer.Offer) int {
+	n := 0
+	for _, o := range offers {
+		n += len(o.IdentityList())
+	}
+	return n
 }
 
 // pastDeadline reports whether ctx's deadline has passed (the transport

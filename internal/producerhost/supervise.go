@@ -133,6 +133,8 @@ func (h *Host) session(ctx context.Context, spec Spec, st *runState) error {
 	}
 	defer client.Kill()
 	p := client.Producer()
+	pl := &pipeline{}
+	defer h.finish(ctx, spec.Name, p, st, pl)
 	pause := time.Duration(0)
 	pollFails := 0
 	for {
@@ -146,7 +148,7 @@ func (h *Host) session(ctx context.Context, spec Spec, st *runState) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		n, err := h.round(ctx, spec.Name, p, st)
+		n, err := h.round(ctx, spec.Name, p, st, pl)
 		var miss *deadlineError
 		var pe *pollError
 		switch {

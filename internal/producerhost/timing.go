@@ -22,8 +22,11 @@ import (
 //
 // A poll's offers are settled in one call (a plugin built before batched
 // settles gets a Settle each, at once: their served times are then capped
-// at the wall time they took together), so the four add up to the run's
-// time. Safe for concurrent use; a nil *Timing records nothing.
+// at the wall time they took together). While a plugin has a backlog, the
+// host polls it for the next round and settles the round before while the
+// store admits (see Host.round), so the shares are of the run's time and
+// may add up to more than all of it; Other is what is left outside them.
+// Safe for concurrent use; a nil *Timing records nothing.
 type Timing struct {
 	mu sync.Mutex
 	// Over every plugin.
@@ -46,9 +49,10 @@ func (p PluginTiming) Other() time.Duration { return max(p.Wall-p.RPC-p.Outbox-p
 //
 //	10000 events admitted in 3.210s (3115/s), 40 polls: rpc 0.412s 12.8%, outbox 1.500s 46.7%, store 1.100s 34.3%, other 0.198s 6.2%
 //
-// The four shares add up to the run's time (100%, give or take rounding).
+// Each share is of the run's time; where polls and settles overlapped the
+// store's admissions, they add up to more than 100% and other is 0.
 func (p PluginTiming) String() string {
-	wall := max(p.Wall, p.RPC+p.Outbox+p.Store)
+	wall := p.Wall
 	rate := 0.0
 	if wall > 0 {
 		rate = float64(p.Admitted) / wall.Seconds()
@@ -62,7 +66,7 @@ func (p PluginTiming) String() string {
 	}
 	return fmt.Sprintf("%d events admitted in %.3fs (%.0f/s), %d polls: rpc %s, outbox %s, store %s, other %s",
 		p.Admitted, wall.Seconds(), rate, p.Polls,
-		share(p.RPC), share(p.Outbox), share(p.Store), share(wall-p.RPC-p.Outbox-p.Store))
+		share(p.RPC), share(p.Outbox), share(p.Store), share(p.Other()))
 }
 
 // Plugins returns each plugin's timing, by name.
@@ -113,6 +117,22 @@ func (t *Timing) round(name string, rpc, outbox, store time.Duration, offers, ad
 	t.Outbox += outbox
 	t.Store += store
 	t.Admitted += admitted
+}
+
+// calls records plugin name's calls outside a round's poll (the round's
+// settle): their time rpc, of which the plugin served outbox.
+func (t *Timing) calls(name string, rpc, outbox time.Duration) {
+	if t == nil {
+		return
+	}
+	outbox = min(outbox, rpc)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.plugin(name)
+	p.RPC += rpc - outbox
+	p.Outbox += outbox
+	t.RPC += rpc - outbox
+	t.Outbox += outbox
 }
 
 // ran records the wall time of plugin name's run.
