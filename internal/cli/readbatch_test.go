@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -84,5 +86,56 @@ func TestReadBatchErrors(t *testing.T) {
 	err = readBatch(r, "me", func(c []batchLine) error { committed += len(c); return nil })
 	if !errors.Is(err, bad) || committed != 2*batchChunkLines {
 		t.Fatalf("read error: got %v after %d lines committed, want %v after %d", err, committed, bad, 2*batchChunkLines)
+	}
+}
+
+// brokenPipe is a stdout that takes limit bytes and then fails every write.
+type brokenPipe struct{ limit int }
+
+func (w *brokenPipe) Write(p []byte) (int, error) {
+	if len(p) > w.limit {
+		n := w.limit
+		w.limit = 0
+		return n, errors.New("write /dev/stdout: broken pipe")
+	}
+	w.limit -= len(p)
+	return len(p), nil
+}
+
+// A batch whose results cannot be printed (stdout gone) stops: exit 1 with
+// the write error on one stderr line, no more chunks committed than the
+// one printing and the one committing when it failed, each committed
+// whole; re-running the whole batch finds those as duplicates and admits
+// the rest, so nothing is lost or admitted twice.
+func TestBatchStdoutGone(t *testing.T) {
+	e := newEnv(t)
+	e.ok("session", "open", "s1")
+	n := 5 * batchChunkLines
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, `{"session":"s1","text":"line %d","request_id":"r%d"}`+"\n", i, i)
+	}
+	batch := filepath.Join(e.dir, "batch.ndjson")
+	if err := os.WriteFile(batch, []byte(sb.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.configure = func(f *Factory) { f.IO.Out = &brokenPipe{limit: 200 * 1024} } // within the first chunks' results
+	r := e.run("-o", "jsonl", "admit", "--batch", batch).wantExit(t, ExitFailure)
+	if !strings.Contains(r.err, "broken pipe") {
+		t.Fatalf("stderr %q does not name the write error", r.err)
+	}
+	e.configure = nil
+	queued := func() int { return len(decode[[]admissionOut](t, e.ok("-o", "json", "queue", "s1"))) }
+	got := queued()
+	if got%batchChunkLines != 0 || got == 0 || got > 3*batchChunkLines {
+		t.Fatalf("%d admitted before the batch stopped, want whole chunks, at most three", got)
+	}
+	r = e.run("-o", "jsonl", "admit", "--batch", batch).wantExit(t, 0)
+	dup := strings.Count(r.out, `"result":"duplicate"`)
+	if dup != got || strings.Count(r.out, `"result":"admitted"`) != n-got {
+		t.Fatalf("re-run: %d duplicates, want %d; %d admitted, want %d", dup, got, strings.Count(r.out, `"result":"admitted"`), n-got)
+	}
+	if q := queued(); q != n {
+		t.Fatalf("%d queued after the re-run, want %d", q, n)
 	}
 }
