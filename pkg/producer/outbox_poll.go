@@ -119,12 +119,8 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 // forgetClaimed removes key from an expired claim's list, and the claim
 // when nothing is left in it.
 func forgetClaimed(claims *bolt.Bucket, claim string, key []byte) error {
-	v := claims.Get([]byte(claim))
-	if v == nil {
-		return nil
-	}
-	var keys [][]byte
-	if err := json.Unmarshal(v, &keys); err != nil {
+	keys, err := claimKeys(claims, claim)
+	if err != nil || keys == nil {
 		return err
 	}
 	kept := keys[:0]
@@ -141,6 +137,20 @@ func forgetClaimed(claims *bolt.Bucket, claim string, key []byte) error {
 		return err
 	}
 	return claims.Put([]byte(claim), b)
+}
+
+// claimKeys returns the keys of the events under claim, nil when there is
+// no such claim.
+func claimKeys(claims *bolt.Bucket, claim string) ([][]byte, error) {
+	v := claims.Get([]byte(claim))
+	if v == nil {
+		return nil, nil
+	}
+	keys := [][]byte{}
+	if err := json.Unmarshal(v, &keys); err != nil {
+		return nil, err
+	}
+	return keys, nil
 }
 
 // expire drops pending event e (at key) for being older than the age

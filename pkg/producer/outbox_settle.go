@@ -70,13 +70,12 @@ func (o *Outbox) Settle(ctx context.Context, claim string, s Settlement) error {
 // settle ends claim in tx (see Settle).
 func (o *Outbox) settle(tx *bolt.Tx, claim string, s Settlement, now time.Time) error {
 	claims := tx.Bucket(bucketClaims)
-	v := claims.Get([]byte(claim))
-	if v == nil {
-		return ErrUnknownClaim
-	}
-	var keys [][]byte
-	if err := json.Unmarshal(v, &keys); err != nil {
+	keys, err := claimKeys(claims, claim)
+	if err != nil {
 		return err
+	}
+	if keys == nil {
+		return ErrUnknownClaim
 	}
 	if err := claims.Delete([]byte(claim)); err != nil {
 		return err
