@@ -67,10 +67,9 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		defer debug.SetMemoryLimit(old)
 	}
 	b := &batchRun{o: o, p: p, cfg: cfg, out: bufio.NewWriter(o.f.IO.Out)}
-	b.startPrinter()
 	err = readBatch(src, cfg.Principal, func(chunk []batchLine) error { return b.commit(ctx, chunk) })
-	if perr := b.stopPrinter(); err == nil {
-		err = perr
+	if ferr := b.out.Flush(); err == nil && ferr != nil {
+		err = ferr
 	}
 	if err != nil {
 		return err
@@ -78,9 +77,7 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 	return b.result()
 }
 
-// batchRun commits and prints the chunks of one admit --batch. A chunk's
-// results are printed by a goroutine of their own (printer), in order,
-// while the next chunk is committed.
+// batchRun commits and prints the chunks of one admit --batch.
 type batchRun struct {
 	o   *admitOptions
 	p   *printer
@@ -89,59 +86,14 @@ type batchRun struct {
 	svc *admission.Service
 	buf []byte // emit's line
 
-	printq   chan []lineResult // commit -> printer, in order
-	printEnd chan error        // the printer's end: its first error, or nil
-	failed   chan struct{}     // closed when the printer failed
-
-	worst error // the worst line's failure so far (worseError), the printer's
+	worst error // the worst line's failure so far (worseError)
 }
 
-// lineResult is what is printed for one line of a chunk: its error, or its
-// admission's result.
-type lineResult struct {
-	n   int
-	err error
-	r   backend.AdmitResult
-}
-
-// startPrinter starts the goroutine that prints each committed chunk's
-// results and flushes them, one chunk after another. At most one chunk
-// waits for it while it prints another. When printing fails (stdout
-// closed), it stops, and so does the batch at its next chunk.
-func (b *batchRun) startPrinter() {
-	b.printq = make(chan []lineResult, 1)
-	b.printEnd = make(chan error, 1)
-	b.failed = make(chan struct{})
-	go func() {
-		var err error
-		for lines := range b.printq {
-			if err == nil {
-				if err = b.print(lines); err != nil {
-					close(b.failed)
-				}
-			}
-		}
-		b.printEnd <- err
-	}()
-}
-
-// stopPrinter waits for the printer to print every chunk handed to it, and
-// returns its error.
-func (b *batchRun) stopPrinter() error {
-	close(b.printq)
-	return <-b.printEnd
-}
-
-// commit admits the good lines of one chunk in one store call and hands
-// every line's result, in order, to the printer. When the store fails the
-// call as a whole, the chunk's lines are reported failed and the batch
-// stops: every earlier chunk stays committed and printed.
+// commit admits the good lines of one chunk in one store call and prints
+// every line's result, in order, before the next chunk is read. When the
+// store fails the call as a whole, the chunk's lines are reported failed
+// and the batch stops: every earlier chunk stays committed and printed.
 func (b *batchRun) commit(ctx context.Context, chunk []batchLine) error {
-	select {
-	case <-b.failed:
-		return errStopBatch // the printer's error ends the batch
-	default:
-	}
 	var good []admission.Input
 	for _, l := range chunk {
 		if l.err == nil {
@@ -172,43 +124,36 @@ func (b *batchRun) commit(ctx context.Context, chunk []batchLine) error {
 			return backend.Errorf(backend.ErrInternal, "admit --batch: %d results for %d inputs", len(results), len(good))
 		}
 	}
-	lines := make([]lineResult, len(chunk))
 	k := 0
-	for i, l := range chunk {
-		lines[i] = lineResult{n: l.n, err: l.err}
-		if l.err == nil {
-			lines[i].r = results[k]
-			lines[i].err = results[k].Err
+	for _, l := range chunk {
+		lerr := l.err
+		var r backend.AdmitResult
+		if lerr == nil {
+			r = results[k]
 			k++
+			lerr = r.Err
+		}
+		if lerr != nil {
+			if err := b.bad(l.n, lerr); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := b.emit(admission.AdmitJSON(r), func(w io.Writer) error { return admitText(w, r) }); err != nil {
+			return err
 		}
 	}
-	b.printq <- lines
+	if err := b.out.Flush(); err != nil {
+		return err
+	}
 	if callErr != nil {
 		return errStopBatch // the store failed the chunk whole: try no more
 	}
 	return nil
 }
 
-// errStopBatch ends the reading of a batch whose store call failed whole,
-// or whose results could not be printed.
+// errStopBatch ends the reading of a batch whose store call failed whole.
 var errStopBatch = errors.New("batch stopped")
-
-// print writes one chunk's results and flushes them.
-func (b *batchRun) print(lines []lineResult) error {
-	for _, l := range lines {
-		if l.err != nil {
-			if err := b.bad(l.n, l.err); err != nil {
-				return err
-			}
-			continue
-		}
-		r := l.r
-		if err := b.emit(admission.AdmitJSON(r), func(w io.Writer) error { return admitText(w, r) }); err != nil {
-			return err
-		}
-	}
-	return b.out.Flush()
-}
 
 // bad prints a line's failure: on stdout as its result, on stderr as one
 // error line.

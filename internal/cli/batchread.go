@@ -23,12 +23,10 @@ func alwaysReady() bool { return true }
 // line that is not one input object is kept with its error.
 //
 // Reading and parsing run in a goroutine of their own, one chunk ahead of
-// commit: while a chunk is committed (its transaction written and synced),
-// the next is parsed and the results of the one before are printed
-// (batchRun's printer), so they share the machine's cores instead of
-// taking turns. Chunks reach commit in order, one at a time; at most two
-// are held (the one committing, the one being read), and the results of
-// at most two others (one printing, one waiting for it).
+// commit: while a chunk is committed (its transaction written and synced,
+// its results printed), the next is parsed, so the two share the machine's
+// cores instead of taking turns. Chunks reach commit in order, one at a
+// time; at most two are held (the one committing, the one being read).
 // When commit stops the batch (errStopBatch: the store failed a chunk
 // whole), the chunk read ahead is dropped untried and readBatch returns
 // without waiting for the reader, which may be blocked on input that never
