@@ -16,9 +16,10 @@ type groupCall struct {
 
 // grouped runs each of fns in a write transaction shared with the other
 // grouped writes of this process waiting meanwhile, and returns each fn's
-// own error. Settles arriving together (the host settles a poll's offers
-// at once) so cost one open of the file and one commit (one fsync) instead
-// of one each.
+// own error. Settles and polls arriving together (the host settles a
+// poll's offers at once, and with a backlog while it polls for the next)
+// so cost one open of the file and one commit (one fsync) instead of one
+// each.
 //
 // The caller that takes the outbox's turn commits every write waiting
 // then, its own among them; a write whose turn another caller took is

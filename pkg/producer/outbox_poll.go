@@ -32,7 +32,9 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 	}
 	now := o.now()
 	var offers []Offer
-	err := o.update(ctx, func(tx *bolt.Tx) error {
+	// A poll shares its transaction with settles arriving meanwhile (the
+	// host settles one poll's offers while it polls for the next).
+	err := o.grouped(ctx, []func(*bolt.Tx) error{func(tx *bolt.Tx) error {
 		offers = nil
 		if err := o.prune(tx, now); err != nil {
 			return err
@@ -109,7 +111,7 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 			offers = append(offers, offer)
 		}
 		return nil
-	})
+	}})[0]
 	if err != nil {
 		return nil, fmt.Errorf("outbox: poll: %w", err)
 	}
