@@ -96,25 +96,21 @@ func (t *Timing) plugin(name string) *PluginTiming {
 	return p
 }
 
-// round records one round of plugin name: its calls' time rpc, of which
+// round records one round of plugin name: its poll's time rpc, of which
 // the plugin served outbox, its admission batch's time, the offers it
 // took and the events admitted.
 func (t *Timing) round(name string, rpc, outbox, store time.Duration, offers, admitted int) {
 	if t == nil {
 		return
 	}
-	outbox = min(outbox, rpc)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.addCalls(name, rpc, outbox)
 	p := t.plugin(name)
-	p.RPC += rpc - outbox
-	p.Outbox += outbox
 	p.Store += store
 	p.Polls++
 	p.Offers += offers
 	p.Admitted += admitted
-	t.RPC += rpc - outbox
-	t.Outbox += outbox
 	t.Store += store
 	t.Admitted += admitted
 }
@@ -125,9 +121,15 @@ func (t *Timing) calls(name string, rpc, outbox time.Duration) {
 	if t == nil {
 		return
 	}
-	outbox = min(outbox, rpc)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.addCalls(name, rpc, outbox)
+}
+
+// addCalls adds calls' time rpc, of which the plugin served outbox (at
+// most rpc), to plugin name's and the total; t.mu is held.
+func (t *Timing) addCalls(name string, rpc, outbox time.Duration) {
+	outbox = min(outbox, rpc)
 	p := t.plugin(name)
 	p.RPC += rpc - outbox
 	p.Outbox += outbox
