@@ -69,20 +69,18 @@ func (h *Host) round(ctx context.Context, name string, p producer.Producer, st *
 		wcancel()
 		return len(offers), err
 	}
-	if pl.next == nil { // no backlog: settle before the next poll
+	settle := func() error {
 		defer wcancel()
 		rpc, outbox, err := h.settle(work, name, p, offers, settlements)
 		h.Timing.calls(name, rpc, outbox)
-		return len(offers), err
+		return err
+	}
+	if pl.next == nil { // no backlog: settle before the next poll
+		return len(offers), settle()
 	}
 	done := make(chan error, 1)
 	pl.settled = done
-	go func() {
-		defer wcancel()
-		rpc, outbox, err := h.settle(work, name, p, offers, settlements)
-		h.Timing.calls(name, rpc, outbox)
-		done <- err
-	}()
+	go func() { done <- settle() }()
 	return len(offers), nil
 }
 
