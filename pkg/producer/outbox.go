@@ -262,15 +262,15 @@ func getEntry(tx *bolt.Tx, key []byte) (*Entry, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var e Entry
-	if err := json.Unmarshal(v, &e); err != nil {
+	e, err := decodeEntry(v)
+	if err != nil {
 		return nil, fmt.Errorf("outbox: entry %q: %w", key, err)
 	}
-	return &e, nil
+	return e, nil
 }
 
 func putEntry(tx *bolt.Tx, key []byte, e *Entry) error {
-	b, err := json.Marshal(e)
+	b, err := encodeEntry(e)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -16,11 +15,11 @@ func (o *Outbox) Entries(ctx context.Context) ([]Entry, error) {
 	var out []Entry
 	err := o.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketEvents).ForEach(func(_, v []byte) error {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
+			e, err := decodeEntry(v)
+			if err != nil {
 				return err
 			}
-			out = append(out, e)
+			out = append(out, *e)
 			return nil
 		})
 	})

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -128,8 +127,8 @@ func (o *Outbox) Drop(ctx context.Context, seqs []uint64, reason string) error {
 	err := o.update(ctx, func(tx *bolt.Tx) error {
 		byseq := map[uint64][]byte{}
 		err := tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
+			e, err := decodeEntry(v)
+			if err != nil {
 				return err
 			}
 			if e.State == StatePending || e.State == StateRejected {
