@@ -5,6 +5,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/hermesq/hermesq/pkg/backend"
 )
 
 // txn wraps one bbolt transaction with the schema's accessors. Every value
@@ -23,6 +25,9 @@ type txn struct {
 	// recMemo): a read transaction listing the queue fills it, a write
 	// transaction checking the head takes from it.
 	memo *recMemo
+	// transcripts holds the transcript records this transaction read or
+	// wrote, by id (see transcript).
+	transcripts map[string]backend.Transcript
 }
 
 type heldSession struct {

@@ -6,7 +6,14 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
+// transcript returns transcript id, decoded once per transaction (an
+// admit batch checks the session's current transcript for every input):
+// each caller gets its own copy, and putTranscript keeps the held one to
+// what it wrote.
 func (t *txn) transcript(id string) (*backend.Transcript, error) {
+	if tr, ok := t.transcripts[id]; ok {
+		return &tr, nil
+	}
 	v := t.tx.Bucket(bucketTranscripts).Get([]byte(id))
 	if v == nil {
 		return nil, backend.Errorf(backend.ErrNotFound, "transcript %s", id)
@@ -15,7 +22,15 @@ func (t *txn) transcript(id string) (*backend.Transcript, error) {
 	if err := decode("transcript "+id, v, &tr); err != nil {
 		return nil, err
 	}
+	t.holdTranscript(tr)
 	return &tr, nil
+}
+
+func (t *txn) holdTranscript(tr backend.Transcript) {
+	if t.transcripts == nil {
+		t.transcripts = map[string]backend.Transcript{}
+	}
+	t.transcripts[tr.ID] = tr
 }
 
 func (t *txn) transcriptExists(id string) bool {
@@ -29,7 +44,11 @@ func (t *txn) putTranscript(tr *backend.Transcript) error {
 		return err
 	}
 	t.touch(tr.Session)
-	return t.tx.Bucket(bucketTranscripts).Put([]byte(tr.ID), v)
+	if err := t.tx.Bucket(bucketTranscripts).Put([]byte(tr.ID), v); err != nil {
+		return err
+	}
+	t.holdTranscript(*tr)
+	return nil
 }
 
 // createTranscript writes a new transcript of a session, indexed under it.
