@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/pkg/producer/producertest"
 )
 
 // resultSessions is how many sessions the delegation results of figure 10
@@ -102,13 +103,7 @@ func (e *env) produce(u, plugins string, n int) (time.Duration, string, []byte, 
 	if err != nil {
 		return 0, "", nil, err
 	}
-	evs := make([]producer.Event, n)
-	for i := range evs {
-		s := sessions[i%len(sessions)]
-		id := fmt.Sprintf("d%05d", i)
-		evs[i] = producer.Event{Session: s, Target: s, Identity: producer.Identity("async_delegation", id, ""),
-			Text: fmt.Sprintf("[delegation %s] result %d of the benchmark", id, i)}
-	}
+	evs := producertest.DelegationResults(n, len(sessions)) // for sessions s000, s001, …
 	if added, err := ob.AddAll(ctx, evs); err != nil || added != n {
 		return 0, "", nil, fmt.Errorf("outbox: added %d of %d: %v", added, n, err)
 	}

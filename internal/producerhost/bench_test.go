@@ -12,6 +12,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/pkg/producer/producertest"
 )
 
 // Bench sizes: 10,000 delegation results over 100 sessions, arriving
@@ -97,13 +98,7 @@ func benchHost(b *testing.B, url, bin string) (*Host, Spec) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	evs := make([]producer.Event, benchResults)
-	for i := range evs {
-		s := fmt.Sprintf("s%03d", i%benchSessions)
-		id := fmt.Sprintf("d%05d", i)
-		evs[i] = producer.Event{Session: s, Target: s, Identity: producer.Identity("async_delegation", id, ""),
-			Text: fmt.Sprintf("[delegation %s] result %d of the benchmark", id, i)}
-	}
+	evs := producertest.DelegationResults(benchResults, benchSessions)
 	if n, err := ob.AddAll(ctx, evs); err != nil || n != benchResults {
 		b.Fatalf("outbox: added %d, %v", n, err)
 	}

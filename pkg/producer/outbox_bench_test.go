@@ -2,10 +2,10 @@ package producer_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/hermesq/hermesq/pkg/producer"
+	"github.com/hermesq/hermesq/pkg/producer/producertest"
 )
 
 // BenchmarkOutboxRounds adds 10,000 delegation-like events over 100
@@ -19,13 +19,7 @@ import (
 func BenchmarkOutboxRounds(b *testing.B) {
 	const events, sessions = 10000, 100
 	ctx := context.Background()
-	evs := make([]producer.Event, events)
-	for i := range evs {
-		s := fmt.Sprintf("s%03d", i%sessions)
-		id := fmt.Sprintf("d%05d", i)
-		evs[i] = producer.Event{Session: s, Target: s, Identity: producer.Identity("async_delegation", id, ""),
-			Text: fmt.Sprintf("[delegation %s] result %d of the benchmark", id, i)}
-	}
+	evs := producertest.DelegationResults(events, sessions)
 	for b.Loop() {
 		b.StopTimer()
 		ob, err := producer.OpenOutbox(b.TempDir(), producer.OutboxOptions{Coalesce: true})
