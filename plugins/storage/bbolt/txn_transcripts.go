@@ -22,15 +22,16 @@ func (t *txn) transcript(id string) (*backend.Transcript, error) {
 	if err := decode("transcript "+id, v, &tr); err != nil {
 		return nil, err
 	}
-	t.holdTranscript(tr)
+	t.holdTranscript(id, tr)
 	return &tr, nil
 }
 
-func (t *txn) holdTranscript(tr backend.Transcript) {
+// holdTranscript keeps tr as the record stored under id.
+func (t *txn) holdTranscript(id string, tr backend.Transcript) {
 	if t.transcripts == nil {
 		t.transcripts = map[string]backend.Transcript{}
 	}
-	t.transcripts[tr.ID] = tr
+	t.transcripts[id] = tr
 }
 
 func (t *txn) transcriptExists(id string) bool {
@@ -47,7 +48,7 @@ func (t *txn) putTranscript(tr *backend.Transcript) error {
 	if err := t.tx.Bucket(bucketTranscripts).Put([]byte(tr.ID), v); err != nil {
 		return err
 	}
-	t.holdTranscript(*tr)
+	t.holdTranscript(tr.ID, *tr)
 	return nil
 }
 
