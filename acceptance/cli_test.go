@@ -278,6 +278,31 @@ func (p *bg) wait(t testing.TB, d time.Duration) int {
 	return exitCode(p.err)
 }
 
+// freeze stops the hermesq process (SIGSTOP) at a moment it does not have
+// the store open. A bbolt store is one file under an exclusive lock, and a
+// process keeps it open for a moment after its operations (up to the
+// store's hold) for the next one: stopped inside that moment, it would keep
+// every other process out for as long as it stays stopped, which is what
+// the bbolt store is and not what a test of a frozen drainer is about. So
+// freeze checks, with a read bounded by --timeout, that the store can be
+// opened, and otherwise lets the process go on for a moment and stops it
+// again. On Redis the first stop is the one kept.
+func (p *bg) freeze(t testing.TB, c *cli) {
+	t.Helper()
+	for try := 1; ; try++ {
+		p.signal(syscall.SIGSTOP)
+		r := c.run(nil, "--timeout", "500ms", "sessions")
+		if r.code == 0 {
+			return
+		}
+		if r.code != 75 || try == 50 {
+			t.Fatalf("the store with hermesq %s stopped (try %d): %v", strings.Join(p.cmd.Args[1:], " "), try, r)
+		}
+		p.signal(syscall.SIGCONT)
+		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
+	}
+}
+
 func (p *bg) exited() bool {
 	select {
 	case <-p.done:

@@ -57,7 +57,7 @@ func TestRestartKeepsQueued(t *testing.T) {
 		eventually(t, 30*time.Second, "the holder holds the lease", func() bool {
 			return c.session("s1").LeaseHolder != nil
 		})
-		holder.signal(syscall.SIGSTOP)
+		holder.freeze(t, c)
 		first := c.admitHuman("s1", "FIRST")
 		comp := c.admitAuto("s1", "process", "[finished] make test (exit 0)", "", `["completion","proc_a","1700000000.0"]`)
 
@@ -144,7 +144,7 @@ func TestFencing(t *testing.T) {
 		second := c.admitHuman("s1", "SECOND")
 		a := c.start([]string{"HERMESQ_EXAMPLE_SLEEP=3s"}, "drain", "s1", "--lease", "1s", "--", "handler")
 		waitStatus(t, c, first.Admission.ID, backend.StatusRunning, 30*time.Second)
-		a.signal(syscall.SIGSTOP)
+		a.freeze(t, c)
 		epochA := c.show(first.Admission.ID).Epoch
 		waitLeaseExpired(t, c, "s1", 30*time.Second)
 

@@ -93,7 +93,7 @@ func TestFrozenDrainerHandlerNeverOverlaps(t *testing.T) {
 				a := c.start([]string{"TICKLOG=" + ticks, "TICKS=" + strconv.Itoa(tc.ticks)}, "drain", "s1", "--lease", "3s", "--", h)
 				eventually(t, 30*time.Second, "A's handler started", func() bool { return len(readTicks(t, ticks)) > 0 })
 				time.Sleep(300 * time.Millisecond)
-				a.signal(syscall.SIGSTOP)
+				a.freeze(t, c)
 
 				b := c.run([]string{"TICKLOG=" + ticks, "TICKS=10"}, "drain", "s1", "--wait", "--on-unknown", "requeue", "--", h)
 				if b.code != 0 {
