@@ -20,6 +20,7 @@ var admissionsAdmitTests = []suiteTest{
 	{name: "Admit/PinnedTarget", fn: testAdmitPinnedTarget},
 	{name: "Admit/Batch", fn: testAdmitBatch},
 	{name: "Admit/BatchOneSessionFails", fn: testAdmitBatchOneSessionFails},
+	{name: "Admit/LargeBatch", fn: testAdmitLargeBatch},
 	{name: "Admit/SeqIncreasing", fn: testAdmitSeq},
 }
 
@@ -310,6 +311,68 @@ func testAdmitBatch(t *testing.T, s backend.Store) {
 		texts = append(texts, a.Text())
 	}
 	diff(t, "admitted in order", []string{"one", "auto", "two"}, texts)
+}
+
+// testAdmitLargeBatch admits 1,500 automation inputs to one session in one
+// call (a --batch chunk and more; a store that gathers its writes must
+// write them all, in slices or not), every third offering again the
+// identity of the input before it: a duplicate of an admission made earlier
+// in the same call. Then a second call re-offers the first and the last
+// identity admitted.
+func testAdmitLargeBatch(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	const n = 1500
+	reqs := make([]backend.AdmitRequest, n)
+	for i := range reqs {
+		ident := fmt.Sprint("ev-", i)
+		if i%3 == 2 {
+			ident = fmt.Sprint("ev-", i-1)
+		}
+		reqs[i] = autoReq("s1", fmt.Sprint("event ", i), ident)
+	}
+	res, err := s.Admit(ctxOf(t), reqs)
+	noErr(t, "admit 1,500 in one call", err)
+	if len(res) != n {
+		t.Fatalf("%d results for %d requests", len(res), n)
+	}
+	var want []string
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("request %d: %v", i, r.Err)
+		}
+		if i%3 == 2 {
+			if r.Result != backend.ResultDuplicate || r.Admission.ID != res[i-1].Admission.ID || r.Admission.Text() != res[i-1].Admission.Text() {
+				t.Fatalf("request %d re-offering ev-%d: %s of %s %q, want duplicate of %s", i, i-1, r.Result, r.Admission.ID, r.Admission.Text(), res[i-1].Admission.ID)
+			}
+			continue
+		}
+		if r.Result != backend.ResultAdmitted {
+			t.Fatalf("request %d: %s, want admitted", i, r.Result)
+		}
+		want = append(want, fmt.Sprint("event ", i))
+	}
+	all := listAdmissions(t, s, "s1", backend.AdmissionFilter{})
+	var texts []string
+	for i, a := range all {
+		texts = append(texts, a.Text())
+		if i > 0 && a.Seq <= all[i-1].Seq {
+			t.Fatalf("admission %d: seq %d after %d", i, a.Seq, all[i-1].Seq)
+		}
+		if len(a.Identities) != 1 || a.Status != backend.StatusQueued {
+			t.Fatalf("admission %d: identities %v, status %s", i, a.Identities, a.Status)
+		}
+	}
+	diff(t, "admitted in order", want, texts)
+	again, err := s.Admit(ctxOf(t), []backend.AdmitRequest{autoReq("s1", "event 0", "ev-0"), autoReq("s1", "event 1498", "ev-1498")})
+	noErr(t, "re-offer", err)
+	for i, r := range again {
+		if r.Err != nil || r.Result != backend.ResultDuplicate || r.PayloadDiffers {
+			t.Errorf("re-offer %d: %s %v (payload differs %v), want a duplicate", i, r.Result, r.Err, r.PayloadDiffers)
+		}
+	}
+	if again[0].Admission.ID != res[0].Admission.ID || again[1].Admission.ID != res[1498].Admission.ID {
+		t.Errorf("re-offers found %s and %s, want %s and %s", again[0].Admission.ID, again[1].Admission.ID, res[0].Admission.ID, res[1498].Admission.ID)
+	}
 }
 
 func testAdmitSeq(t *testing.T, s backend.Store) {

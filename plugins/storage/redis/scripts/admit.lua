@@ -33,6 +33,33 @@
 -- another session: nothing is admitted, and the caller takes the two steps.
 local sid = ARGV[2]
 local changed = false
+
+-- The writes of new admissions (their records, payloads, identity lists,
+-- identities, and both sorted sets) are gathered here and made at the end,
+-- one call per key for all the requests, instead of six calls for each.
+-- Every read of those keys goes through hget, so a request sees the ones
+-- before it in this script exactly as if they were written already.
+local pend = {[4] = {}, [5] = {}, [6] = {}, [9] = {}}
+local flat = {[4] = {}, [5] = {}, [6] = {}, [9] = {}}
+local zflat = {}
+local function hget(k, field)
+  local v = pend[k][field]
+  if v then return v end
+  return redis.call('HGET', KEYS[k], field)
+end
+local function hset(k, field, v)
+  pend[k][field] = v
+  local t = flat[k]
+  t[#t + 1] = field
+  t[#t + 1] = v
+end
+-- many calls cmd on key with the flat argument list t, in slices short
+-- enough for unpack.
+local function many(cmd, key, t)
+  for j = 1, #t, 1000 do
+    redis.call(cmd, key, unpack(t, j, math.min(j + 999, #t)))
+  end
+end
 -- The session hash is read once for all the requests; next_seq is counted
 -- here and written once at the end.
 local S = hgetall(KEYS[1])
@@ -42,16 +69,17 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     create, reopen, now, idents, parts)
 
   local function reply(result, adm_id, differs, dups, idres)
-    return {'ok', result, redis.call('HGET', KEYS[4], adm_id), redis.call('HGET', KEYS[5], adm_id),
-      redis.call('HGET', KEYS[6], adm_id) or '', differs and '1' or '0', table.concat(dups, '\0'), idres}
+    return {'ok', result, hget(4, adm_id), hget(5, adm_id),
+      hget(6, adm_id) or '', differs and '1' or '0', table.concat(dups, '\0'), idres}
   end
 
   -- A request re-sent after its reply was lost (same id, kind, principal
   -- and payload) finds its own admission, as a duplicate; any other use of
   -- a taken id is refused.
-  if redis.call('HEXISTS', KEYS[4], id) == 1 then
-    local old = getrec(KEYS[4], id)
-    if old.kind ~= kind or old.principal ~= principal or not same_payload(redis.call('HGET', KEYS[5], id), payload) then
+  local held = hget(4, id)
+  if held then
+    local old = cjson.decode(held)
+    if old.kind ~= kind or old.principal ~= principal or not same_payload(hget(5, id), payload) then
       return {'id_taken', id}
     end
     return reply('duplicate', id, false, {id}, string.rep('d', #idents))
@@ -87,7 +115,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     if request_id ~= '' then
       local existing = redis.call('HGET', KEYS[10], rkey)
       if existing then
-        if not same_payload(redis.call('HGET', KEYS[5], existing), payload) then return {'conflict', existing} end
+        if not same_payload(hget(5, existing), payload) then return {'conflict', existing} end
         return reply('duplicate', existing, false, {existing}, '')
       end
     end
@@ -103,13 +131,13 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     local seen = {}
     local first_dup = nil
     for k, ident in ipairs(idents) do
-      local holder = redis.call('HGET', KEYS[9], ident)
+      local holder = hget(9, ident)
       if holder then
         idres[#idres + 1] = 'd'
         if not seen[holder] then
           seen[holder] = true
           dups[#dups + 1] = holder
-          if not parts and not same_payload(redis.call('HGET', KEYS[5], holder), payload) then differs = true end
+          if not parts and not same_payload(hget(5, holder), payload) then differs = true end
         end
         first_dup = first_dup or holder
       elseif seen['\0' .. ident] then
@@ -124,7 +152,7 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     if #new_ids == 0 then
       return reply('duplicate', first_dup, differs, dups, table.concat(idres))
     end
-    for _, ident in ipairs(new_ids) do redis.call('HSET', KEYS[9], ident, id) end
+    for _, ident in ipairs(new_ids) do hset(9, ident, id) end
     if pinned == '' then pinned = s.current end
     if parts then
       -- The admission is made of the parts of the identities not yet held
@@ -151,15 +179,15 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
     status = 'queued', outcome = '', mode = '', epoch = 0, generation = 0, admitted_at = now,
     started_at = '', settled_at = '', replay_of = replay_of, error = ''}
   local enc = cjson.encode(rec)
-  redis.call('HSET', KEYS[4], id, enc)
-  redis.call('HSET', KEYS[5], id, payload)
+  hset(4, id, enc)
+  hset(5, id, payload)
   local idlist = ''
   if #new_ids > 0 then
     idlist = table.concat(new_ids, '\0')
-    redis.call('HSET', KEYS[6], id, idlist)
+    hset(6, id, idlist)
   end
-  redis.call('ZADD', KEYS[7], seq, id)
-  redis.call('ZADD', KEYS[8], seq, id)
+  zflat[#zflat + 1] = seq
+  zflat[#zflat + 1] = id
   changed = true
   local result = 'admitted'
   if #new_ids > 1 then result = 'coalesced' end
@@ -209,6 +237,9 @@ for _, r in ipairs(reqs) do
   out[#out + 1] = admit_one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
     ARGV[i + 6], ARGV[i + 7], ARGV[i + 8] == '1', ARGV[i + 9] == '1', ARGV[i + 10], r.idents, r.parts)
 end
+for _, k in ipairs({4, 5, 6, 9}) do many('HSET', KEYS[k], flat[k]) end
+many('ZADD', KEYS[7], zflat)
+many('ZADD', KEYS[8], zflat)
 if seq_dirty then redis.call('HSET', KEYS[1], 'next_seq', S.next_seq) end
 if changed then publish(ARGV[1], sid) end
 return out
