@@ -35,6 +35,7 @@ type env struct {
 	hello   string
 	cobra   string                  // cmd/cobrahello: a cobra+viper CLI doing nothing
 	plugins string                  // cmd/producerhello: a hello world linking the producer host
+	stores  string                  // cmd/storehello: cmd/cobrahello linking hermesq's two stores
 	servers map[string]*redisServer // "everysec", "always"
 	n       int
 }
@@ -69,8 +70,8 @@ func newEnv(repo string) (*env, error) {
 		e.close()
 		return nil, fmt.Errorf("build hello world: %w", err)
 	}
-	e.cobra, e.plugins = filepath.Join(dir, "cobrahello"), filepath.Join(dir, "producerhello")
-	for name, out := range map[string]string{"cobrahello": e.cobra, "producerhello": e.plugins} {
+	e.cobra, e.plugins, e.stores = filepath.Join(dir, "cobrahello"), filepath.Join(dir, "producerhello"), filepath.Join(dir, "storehello")
+	for name, out := range map[string]string{"cobrahello": e.cobra, "producerhello": e.plugins, "storehello": e.stores} {
 		build = exec.Command("go", "build", "-o", out, "./cmd/"+name)
 		build.Dir, build.Stderr = filepath.Join(abs, "bench"), os.Stderr
 		if err := build.Run(); err != nil {
@@ -302,22 +303,46 @@ func firstLines(s string) string {
 	return strings.Join(out, " | ")
 }
 
-// execMedian runs argv n times and returns the median wall time. Exit
-// codes other than 0 are accepted when listed in okExit.
-func execMedian(n int, env []string, okExit []int, argv ...string) (time.Duration, error) {
-	ds := make([]time.Duration, 0, n)
+// execStat is the median wall time of a program's runs and the median
+// number of minor page faults of one run (0 where the system does not
+// report them).
+type execStat struct {
+	wall   time.Duration
+	faults int64
+}
+
+// execProg is a program execRounds runs: its argv and the exit codes
+// other than 0 it accepts.
+type execProg struct {
+	argv   []string
+	okExit []int
+}
+
+// execRounds runs each program once a round for n rounds, the programs
+// taking turns, and returns each one's medians.
+func execRounds(n int, env []string, progs []execProg) ([]execStat, error) {
+	ds := make([][]time.Duration, len(progs))
+	fs := make([][]int64, len(progs))
 	for i := 0; i < n; i++ {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = env
-		t0 := time.Now()
-		err := cmd.Run()
-		d := time.Since(t0)
-		if err != nil && !slices.Contains(okExit, cmd.ProcessState.ExitCode()) {
-			return 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+		for j, p := range progs {
+			cmd := exec.Command(p.argv[0], p.argv[1:]...)
+			cmd.Env = env
+			t0 := time.Now()
+			err := cmd.Run()
+			d := time.Since(t0)
+			if err != nil && !slices.Contains(p.okExit, cmd.ProcessState.ExitCode()) {
+				return nil, fmt.Errorf("%s: %w", strings.Join(p.argv, " "), err)
+			}
+			ds[j] = append(ds[j], d)
+			fs[j] = append(fs[j], minorFaults(cmd.ProcessState))
 		}
-		ds = append(ds, d)
 	}
-	return median(ds), nil
+	st := make([]execStat, len(progs))
+	for j := range progs {
+		slices.Sort(fs[j])
+		st[j] = execStat{wall: median(ds[j]), faults: fs[j][n/2]}
+	}
+	return st, nil
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -135,49 +135,43 @@ func figure2(e *env, sz sizes) ([]Result, error) {
 }
 
 // figure3: one `hermesq admit` process on bbolt against the cobra+viper CLI
-// that does nothing (bench/cmd/cobrahello), medians; `hermesq --version`,
-// that CLI and a hello world linking the producer host against a
-// hello-world Go binary, as information.
+// that does nothing (bench/cmd/cobrahello), medians, in time and in minor
+// page faults; as information, `hermesq --version`, that CLI, that CLI
+// linking hermesq's stores and a hello world linking the producer host,
+// each against the one below it. The programs take turns, one run each a
+// round, so that a machine whose speed drifts weighs on all of them alike.
 func figure3(e *env, sz sizes) ([]Result, error) {
 	store := e.boltURL()
 	if _, err := e.hq(store, nil, "session", "open", "x"); err != nil {
 		return nil, err
 	}
 	env := append(os.Environ(), "HERMESQ_STORE="+store, "XDG_CONFIG_HOME="+filepath.Join(e.dir, "config"))
-	hello, err := execMedian(sz.Execs, env, nil, e.hello)
+	st, err := execRounds(sz.Execs, env, []execProg{
+		{argv: []string{e.hello}},
+		{argv: []string{e.hermesq, "admit", "x", "--text", "hello"}},
+		{argv: []string{e.hermesq, "--version"}, okExit: []int{2}},
+		{argv: []string{e.cobra, "admit"}},
+		{argv: []string{e.stores, "admit"}},
+		{argv: []string{e.plugins}},
+	})
 	if err != nil {
 		return nil, err
 	}
-	admit, err := execMedian(sz.Execs, env, nil, e.hermesq, "admit", "x", "--text", "hello")
-	if err != nil {
-		return nil, err
+	hello, admit, version, cobra, stores, plugins := st[0], st[1], st[2], st[3], st[4], st[5]
+	n := fmt.Sprintf("median of %d, taking turns", sz.Execs)
+	const cobraRef = "cobra+viper CLI doing nothing (bench/cmd/cobrahello)"
+	rs := []Result{
+		withNote(mk("3", "one `hermesq admit` process, bbolt", ms(admit.wall), "ms", cobraRef, ms(cobra.wall), "<= 1.4"), n),
 	}
-	version, err := execMedian(sz.Execs, env, []int{2}, e.hermesq, "--version")
-	if err != nil {
-		return nil, err
+	if admit.faults > 0 {
+		rs = append(rs, withNote(mk("3", "minor page faults of one `hermesq admit`", float64(admit.faults), "faults", cobraRef, float64(cobra.faults), ""), n))
 	}
-	cobra, err := execMedian(sz.Execs, env, nil, e.cobra, "admit")
-	if err != nil {
-		return nil, err
-	}
-	plugins, err := execMedian(sz.Execs, env, nil, e.plugins)
-	if err != nil {
-		return nil, err
-	}
-	hello2, err := execMedian(sz.Execs, env, nil, e.hello)
-	if err != nil {
-		return nil, err
-	}
-	if hello2 < hello {
-		hello = hello2
-	}
-	n := fmt.Sprintf("median of %d", sz.Execs)
-	return []Result{
-		withNote(mk("3", "one `hermesq admit` process, bbolt", ms(admit), "ms", "cobra+viper CLI doing nothing (bench/cmd/cobrahello)", ms(cobra), "<= 1.4"), n),
-		withNote(mk("3", "`hermesq --version` (a usage error)", ms(version), "ms", "hello-world Go binary", ms(hello), ""), n),
-		withNote(mk("3", "a cobra+viper CLI doing nothing (bench/cmd/cobrahello)", ms(cobra), "ms", "hello-world Go binary", ms(hello), ""), n),
-		withNote(mk("3", "hello world linking the producer host (bench/cmd/producerhello)", ms(plugins), "ms", "hello-world Go binary", ms(hello), ""), n),
-	}, nil
+	return append(rs,
+		withNote(mk("3", "`hermesq --version` (a usage error)", ms(version.wall), "ms", "hello-world Go binary", ms(hello.wall), ""), n),
+		withNote(mk("3", "a cobra+viper CLI doing nothing (bench/cmd/cobrahello)", ms(cobra.wall), "ms", "hello-world Go binary", ms(hello.wall), ""), n),
+		withNote(mk("3", "that CLI linking hermesq's two stores (bench/cmd/storehello)", ms(stores.wall), "ms", cobraRef, ms(cobra.wall), ""), n),
+		withNote(mk("3", "hello world linking the producer host (bench/cmd/producerhello)", ms(plugins.wall), "ms", "hello-world Go binary", ms(hello.wall), ""), n),
+	), nil
 }
 
 func withNote(r Result, note string) Result { r.Note = note; return r }
