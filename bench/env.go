@@ -224,7 +224,8 @@ func freePort() (int, error) {
 // run is one finished process: its wall time and peak RSS.
 type run struct {
 	wall   time.Duration
-	maxRSS int64 // bytes
+	cpu    time.Duration // user and system time of the process and the children it waited for
+	maxRSS int64         // bytes
 	out    []byte
 }
 
@@ -272,6 +273,9 @@ func (e *env) hqEnv(store string, extra []string, stdin []byte, args ...string) 
 	close(stop)
 	<-polled
 	r := run{wall: time.Since(t0), out: out.Bytes(), maxRSS: hwm.Load()}
+	if ps := cmd.ProcessState; ps != nil {
+		r.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	if err != nil {
 		return r, fmt.Errorf("hermesq %s: %v: %s", strings.Join(args, " "), err, firstLines(errb.String()))
 	}

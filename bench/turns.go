@@ -10,7 +10,8 @@ import (
 // figure7: a turn (one `hermesq drain` of many turns with handler `true`,
 // per turn) against its floor: one exec of `true` plus one durable commit
 // (a raw bbolt transaction putting one small record), both measured in
-// this run; the bare fdatasync cost as information.
+// this run; as information, the CPU a turn takes in every process against
+// the CPU of `true` alone, and the bare fdatasync cost.
 func figure7(e *env, sz sizes) ([]Result, error) {
 	store := e.boltURL()
 	if _, err := e.hq(store, nil, "session", "open", "t"); err != nil {
@@ -34,10 +35,13 @@ func figure7(e *env, sz sizes) ([]Result, error) {
 		return nil, fmt.Errorf("drain ran %d turns, want %d (%v)", rep.Turns, sz.Turns, err)
 	}
 	t0 := time.Now()
+	var execCPU time.Duration
 	for i := 0; i < sz.Turns; i++ {
-		if err := exec.Command(truePath).Run(); err != nil {
+		c := exec.Command(truePath)
+		if err := c.Run(); err != nil {
 			return nil, err
 		}
+		execCPU += c.ProcessState.UserTime() + c.ProcessState.SystemTime()
 	}
 	execOne := time.Since(t0) / time.Duration(sz.Turns)
 	commit, err := commitCost(e.fresh("commit")+".db", sz.Commits)
@@ -54,6 +58,9 @@ func figure7(e *env, sz sizes) ([]Result, error) {
 	return []Result{
 		withNote(mk("7", "a turn, handler true, bbolt", ms(turn), "ms", floor, ms(execOne+commit), "<= 1.5"),
 			fmt.Sprintf("one drain of %d turns, per turn", sz.Turns)),
+		withNote(mk("7", "CPU of a turn: drainer, handler supervisor and handler", ms(r.cpu/time.Duration(sz.Turns)), "ms",
+			"CPU of one `true` (its own user and system time)", ms(execCPU/time.Duration(sz.Turns)), ""),
+			fmt.Sprintf("rusage of the drain of %d turns and of its children, per turn", sz.Turns)),
 		withNote(mk("7", "bare fdatasync (4 KiB write + fdatasync)", ms(bare), "ms", "", 0, ""),
 			fmt.Sprintf("median of %d", sz.Commits)),
 	}, nil
