@@ -224,7 +224,7 @@ func freePort() (int, error) {
 // run is one finished process: its wall time and peak RSS.
 type run struct {
 	wall   time.Duration
-	cpu    time.Duration // user and system time of the process and the children it waited for
+	cpu    time.Duration // user and system time of the process and of the children it waited for
 	maxRSS int64         // bytes
 	out    []byte
 }
