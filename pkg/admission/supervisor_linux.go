@@ -86,8 +86,8 @@ func supervise(fd int) int {
 	// waits on the socket, starts a handler, waits for it), and with more
 	// its idle threads woke and spun at each of a turn's steps, taking a
 	// core from the drainer and the handler on the critical path of every
-	// turn (bench figure 7, alternately: 2.14× to 1.87× of the floor, mean
-	// of 7 pairs). A deadline still fires while the thread that starts
+	// turn (a turn about 6% faster on two cores: docs/performance.md,
+	// "Turns (7)"). A deadline still fires while the thread that starts
 	// handlers waits in a system call: the runtime hands the P on.
 	runtime.GOMAXPROCS(1)
 	// Signals meant for the drainer's terminal or service (Ctrl-C, Ctrl-Z,
