@@ -6,32 +6,10 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
-	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
+	"github.com/hermesq/hermesq/bench/internal/clihello"
 
 	_ "github.com/hermesq/hermesq/plugins/storage/bbolt"
 	_ "github.com/hermesq/hermesq/plugins/storage/redis"
 )
 
-func main() {
-	v := viper.New()
-	v.SetEnvPrefix("HERMESQ")
-	v.AutomaticEnv()
-	v.SetConfigName("config")
-	v.AddConfigPath(os.Getenv("XDG_CONFIG_HOME"))
-	_ = v.ReadInConfig()
-	root := &cobra.Command{Use: "storehello", SilenceUsage: true}
-	root.AddCommand(&cobra.Command{
-		Use: "admit",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := fmt.Println("hello,", v.GetString("store"))
-			return err
-		},
-	})
-	if err := root.Execute(); err != nil {
-		os.Exit(1)
-	}
-}
+func main() { clihello.Main("storehello") }
