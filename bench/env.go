@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -12,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -221,7 +221,7 @@ func freePort() (int, error) {
 
 // --- processes ----------------------------------------------------------
 
-// run is one finished process: its wall time and peak RSS.
+// run is one finished process: its wall time, CPU time and peak RSS.
 type run struct {
 	wall   time.Duration
 	cpu    time.Duration // user and system time of the process and of the children it waited for
@@ -343,15 +343,15 @@ func execRounds(n int, env []string, progs []execProg) ([]execStat, error) {
 	}
 	st := make([]execStat, len(progs))
 	for j := range progs {
-		slices.Sort(fs[j])
-		st[j] = execStat{wall: median(ds[j]), faults: fs[j][n/2]}
+		st[j] = execStat{wall: median(ds[j]), faults: median(fs[j])}
 	}
 	return st, nil
 }
 
-func median(ds []time.Duration) time.Duration {
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[len(ds)/2]
+// median sorts xs and returns its middle element.
+func median[T cmp.Ordered](xs []T) T {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 func perSec(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
