@@ -211,13 +211,14 @@ func (t *txn) insertAdmission(sb *bolt.Bucket, rec *sessionRec, a *admRec) error
 	a.Seq = rec.NextSeq
 	rec.NextSeq++
 	rec.Queued++
+	appending(sb.Bucket(subAdmissions))
 	if err := t.putAdmission(sb, a); err != nil {
 		return err
 	}
-	if err := sb.Bucket(subQueued).Put(u64(a.Seq), emptyValue); err != nil {
+	if err := appending(sb.Bucket(subQueued)).Put(u64(a.Seq), emptyValue); err != nil {
 		return err
 	}
-	if err := t.tx.Bucket(bucketAdmissions).Put([]byte(a.ID), locationValue(a.Session, a.Seq)); err != nil {
+	if err := appending(t.tx.Bucket(bucketAdmissions)).Put([]byte(a.ID), locationValue(a.Session, a.Seq)); err != nil {
 		return err
 	}
 	return t.putSession(sb, rec)

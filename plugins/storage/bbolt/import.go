@@ -138,7 +138,7 @@ func (t *txn) importMessage(r *backend.Message) (bool, error) {
 	if next := fromU64(last) + 1; m.Seq != next {
 		return false, backend.Errorf(backend.ErrInvalid, "message %d of transcript %s: the next message seq is %d", m.Seq, m.Transcript, next)
 	}
-	if err := mb.Put(u64(m.Seq), v); err != nil {
+	if err := appending(mb).Put(u64(m.Seq), v); err != nil {
 		return false, err
 	}
 	tr.MessageCount++
@@ -182,6 +182,9 @@ func (t *txn) importAdmission(r *backend.Admission) (bool, error) {
 			return false, backend.Errorf(backend.ErrConflict, "admission %s: request id %q is held by admission %s", a.ID, a.RequestID, holder)
 		}
 	}
+	// An export lists a session's admissions in seq order.
+	appending(sb.Bucket(subAdmissions))
+	appending(sb.Bucket(subQueued))
 	if a.Seq >= rec.NextSeq {
 		rec.NextSeq = a.Seq + 1
 	}
@@ -193,7 +196,7 @@ func (t *txn) importAdmission(r *backend.Admission) (bool, error) {
 	if err := t.putAdmission(sb, &a); err != nil {
 		return false, err
 	}
-	if err := t.tx.Bucket(bucketAdmissions).Put([]byte(a.ID), locationValue(a.Session, a.Seq)); err != nil {
+	if err := appending(t.tx.Bucket(bucketAdmissions)).Put([]byte(a.ID), locationValue(a.Session, a.Seq)); err != nil {
 		return false, err
 	}
 	if a.Kind == string(backend.KindAutomation) {

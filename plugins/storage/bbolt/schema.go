@@ -68,6 +68,25 @@ var (
 	locationKeySeparator = byte(0)
 )
 
+// appendFill is how full bbolt fills a leaf it splits in the buckets whose
+// keys grow at one end: adm/ and queued/ (seq numbers, as admitted),
+// admissions/ (admission ids begin with their time), changes/ and
+// messages/<transcript>/. bbolt's default, 0.5, suits keys that land
+// anywhere, but an index appended to keeps every leaf but the last half
+// empty forever: full leaves halve the pages such an index takes, the
+// file, and the pages a transaction appending many keys writes. A leaf
+// whose records grow later (an admission claimed, then settled) is split
+// at the default fill by that later transaction.
+const appendFill = 1.0
+
+// appending sets b to split its leaves full (appendFill) for the rest of
+// this transaction, and returns it. Call it in write transactions that
+// append keys in order.
+func appending(b *bolt.Bucket) *bolt.Bucket {
+	b.FillPercent = appendFill
+	return b
+}
+
 // u64 encodes n as an 8-byte big-endian key.
 func u64(n uint64) []byte {
 	b := make([]byte, 8)

@@ -102,7 +102,7 @@ func (t *txn) logChanges() error {
 	if len(t.touched) == 0 {
 		return nil
 	}
-	b := t.tx.Bucket(bucketChanges)
+	b := appending(t.tx.Bucket(bucketChanges))
 	ids := make([]string, 0, len(t.touched))
 	for id := range t.touched {
 		ids = append(ids, id)

@@ -81,5 +81,5 @@ func (t *txn) appendMessage(tr *backend.Transcript, m backend.Message) (backend.
 	if err != nil {
 		return m, err
 	}
-	return m, mb.Put(u64(m.Seq), v)
+	return m, appending(mb).Put(u64(m.Seq), v)
 }
