@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -67,8 +68,13 @@ func (s *Service) AdmitBatch(ctx context.Context, ins []Input) ([]backend.AdmitR
 }
 
 type admitJSON struct {
-	Result         string            `json:"result"`
-	Admission      backend.Admission `json:"admission"`
+	Result string `json:"result"`
+	// Admission is the admission's JSON (backend.Admission.MarshalJSON)
+	// as a json.RawMessage, made once here, so that an encoder trusting
+	// raw messages need not parse a marshaler's output again to check it
+	// (a batch prints one a line); the backend.Admission itself where its
+	// JSON cannot be made, for the encoder to report why.
+	Admission      any               `json:"admission"`
 	Identities     map[string]string `json:"identities"`
 	PayloadDiffers bool              `json:"payload_differs"`
 }
@@ -90,5 +96,9 @@ func AdmitJSON(r backend.AdmitResult) any {
 	if ids == nil {
 		ids = map[string]string{}
 	}
-	return admitJSON{Result: r.Result, Admission: r.Admission, Identities: ids, PayloadDiffers: r.PayloadDiffers}
+	var adm any = r.Admission
+	if b, err := r.Admission.MarshalJSON(); err == nil {
+		adm = json.RawMessage(b)
+	}
+	return admitJSON{Result: r.Result, Admission: adm, Identities: ids, PayloadDiffers: r.PayloadDiffers}
 }
