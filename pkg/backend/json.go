@@ -117,13 +117,13 @@ func (a Admission) payloadJSON() json.RawMessage {
 // reports false where it cannot.
 func (a Admission) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `{"id":`...)
-	b = appendQuoted(b, a.ID, true)
+	b = appendQuoted(b, a.ID, quoteMarshal)
 	b = append(b, `,"session":`...)
-	b = appendQuoted(b, a.Session, true)
+	b = appendQuoted(b, a.Session, quoteMarshal)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, a.Seq, 10)
 	b = append(b, `,"kind":`...)
-	b = appendQuoted(b, string(a.Kind), true)
+	b = appendQuoted(b, string(a.Kind), quoteMarshal)
 	b = append(b, `,"producer":`...)
 	b = appendOptString(b, a.Producer)
 	b = append(b, `,"principal":`...)
@@ -135,7 +135,7 @@ func (a Admission) appendJSON(b []byte) ([]byte, bool) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendQuoted(b, id, true)
+		b = appendQuoted(b, id, quoteMarshal)
 	}
 	b = append(b, `],"payload":`...)
 	// json.Marshal validates a json.RawMessage, compacts it and escapes
@@ -157,7 +157,7 @@ func (a Admission) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `,"delivered_to":`...)
 	b = appendOptString(b, a.DeliveredTo)
 	b = append(b, `,"status":`...)
-	b = appendQuoted(b, string(a.Status), true)
+	b = appendQuoted(b, string(a.Status), quoteMarshal)
 	b = append(b, `,"outcome":`...)
 	b = appendOptString(b, string(a.Outcome))
 	b = append(b, `,"mode":`...)
@@ -188,7 +188,7 @@ func appendOptString(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, "null"...)
 	}
-	return appendQuoted(b, s, true)
+	return appendQuoted(b, s, quoteMarshal)
 }
 
 // appendOptTime appends t in UTC as json.Marshal writes a *time.Time (null

@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +113,65 @@ func TestStrictObjectOwnsItsMembers(t *testing.T) {
 	if string(m["text"]) != `"first"` {
 		t.Fatalf("member changed with the caller's buffer: %s", m["text"])
 	}
+}
+
+// FuzzAppendQuoted holds appendQuoted, which checks 8 bytes at once where
+// it can, to the writers it stands for: json.Marshal (quoteMarshal), an
+// encoding/json Encoder without HTML escaping (quoteNoHTML), and in
+// quoteCanonical to quoting byte by byte with only the escapes JSON
+// requires, the rest copied as it is. Each input is also quoted after 1
+// to 7 bytes of padding, so every byte meets every place in a word.
+func FuzzAppendQuoted(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text, long enough for words", "a\"b\\c\x00\x1f\x7f", "<>&\u2028\u2029",
+		"\xff\xfe é 日本 \xe2\x80", "0123456\"89abcde\\ghijklm<opqrstu\x01", "\u2028\u2028\u2028\xe2\x80\xa9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for pad := 0; pad < 8; pad++ {
+			in := strings.Repeat("p", pad) + s
+			marshal, _ := json.Marshal(in)
+			var enc bytes.Buffer
+			e := json.NewEncoder(&enc)
+			e.SetEscapeHTML(false)
+			_ = e.Encode(in)
+			for _, c := range []struct {
+				mode quoteMode
+				want []byte
+			}{
+				{quoteMarshal, marshal},
+				{quoteNoHTML, bytes.TrimSuffix(enc.Bytes(), []byte("\n"))},
+				{quoteCanonical, canonicalQuoted(in)},
+			} {
+				if got := appendQuoted([]byte("x"), in, c.mode); !bytes.Equal(got[1:], c.want) || got[0] != 'x' {
+					t.Fatalf("mode %d, %q:\ngot  %s\nwant %s", c.mode, in, got, c.want)
+				}
+			}
+		}
+	})
+}
+
+// canonicalQuoted is quoteCanonical written byte by byte.
+func canonicalQuoted(s string) []byte {
+	b := []byte{'"'}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, `\n`...)
+		case c == '\r':
+			b = append(b, `\r`...)
+		case c == '\t':
+			b = append(b, `\t`...)
+		case c == '\b':
+			b = append(b, `\b`...)
+		case c == '\f':
+			b = append(b, `\f`...)
+		case c < 0x20:
+			b = append(b, fmt.Sprintf(`\u%04x`, c)...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }

@@ -121,24 +121,98 @@ func PartDiffers(offered json.RawMessage, held Admission, identity string) bool 
 // AppendJSONString appends s quoted as canonical JSON writes strings: only
 // the escapes JSON requires (the quote, the backslash and control
 // characters); everything else stays UTF-8 as it is.
-func AppendJSONString(b []byte, s string) []byte { return appendQuoted(b, s, false) }
+func AppendJSONString(b []byte, s string) []byte { return appendQuoted(b, s, quoteCanonical) }
+
+// AppendEncoderString appends s quoted exactly as an encoding/json Encoder
+// with SetEscapeHTML(false) writes a string: as json.Marshal does, but
+// leaving <, > and & as they are.
+func AppendEncoderString(b []byte, s string) []byte { return appendQuoted(b, s, quoteNoHTML) }
+
+// plainBytes[mode][c] is whether appendQuoted in mode copies the byte c
+// as it is, whatever comes around it: a byte of a string is looked at
+// once, by one load. The bytes of UTF-8 sequences are plain only in
+// quoteCanonical; the other modes decode the rune.
+var plainBytes = func() (t [3][256]bool) {
+	for mode := range t {
+		for c := range t[mode] {
+			t[mode][c] = c >= 0x20 && c != '"' && c != '\\' &&
+				(c < utf8.RuneSelf || quoteMode(mode) == quoteCanonical) &&
+				(quoteMode(mode) != quoteMarshal || c != '<' && c != '>' && c != '&')
+		}
+	}
+	return t
+}()
+
+// load64 is the 8 bytes of w as a little-endian word.
+func load64(w string) uint64 {
+	_ = w[7]
+	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+}
+
+const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// plainWord reports whether every byte of the word x is plain ASCII that
+// appendQuoted copies as it is in every mode: none below 0x20 or from 0x80
+// up, none a quote or a backslash. A string is mostly such words, each
+// checked at once instead of byte by byte; a word that is not goes byte by
+// byte.
+func plainWord(x uint64) bool {
+	return (x|(x-ones*0x20)&^x|zeroByte(x^ones*'"')|zeroByte(x^ones*'\\'))&highs == 0
+}
+
+// plainWordHTML reports whether the word x holds none of <, > and &, which
+// quoteMarshal escapes.
+func plainWordHTML(x uint64) bool {
+	return (zeroByte(x^ones*'<')|zeroByte(x^ones*'>')|zeroByte(x^ones*'&'))&highs == 0
+}
+
+// zeroByte has the high bit of some byte set if a byte of v is zero (and
+// never when none is).
+func zeroByte(v uint64) uint64 { return (v - ones) &^ v }
+
+// quoteMode is how appendQuoted writes a string.
+type quoteMode uint8
+
+const (
+	// quoteCanonical: only the escapes JSON requires.
+	quoteCanonical quoteMode = iota
+	// quoteMarshal: what json.Marshal writes.
+	quoteMarshal
+	// quoteNoHTML: what an encoding/json Encoder without HTML escaping
+	// writes.
+	quoteNoHTML
+)
 
 // appendQuoted appends s between quotes, escaping the quote, the backslash
-// and control characters (\b \f \n \r \t, else \u00XX). With asMarshal
-// it writes exactly what json.Marshal writes for a string: also <, > and &
-// as \u003c \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, and each
-// byte that is not UTF-8 as \ufffd.
-func appendQuoted(b []byte, s string, asMarshal bool) []byte {
+// and control characters (\b \f \n \r \t, else \u00XX). Except in
+// quoteCanonical it writes, as encoding/json does, U+2028 and U+2029 as
+// \u2028 \u2029 and each byte that is not UTF-8 as \ufffd; in
+// quoteMarshal also <, > and & as \u003c \u003e \u0026.
+func appendQuoted(b []byte, s string, mode quoteMode) []byte {
 	const hex = "0123456789abcdef"
+	plain := &plainBytes[mode]
+	marshal := mode == quoteMarshal
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			if !asMarshal {
-				i++
-				continue
+		// Whole words of plain ASCII first, 8 bytes at once.
+		for i+8 <= len(s) {
+			x := load64(s[i : i+8])
+			if marshal && !plainWordHTML(x) || !plainWord(x) {
+				break
 			}
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
+		c := s[i]
+		if plain[c] {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(s[i:])
 			switch {
 			case r == utf8.RuneError && size == 1:
@@ -151,10 +225,6 @@ func appendQuoted(b []byte, s string, asMarshal bool) []byte {
 			}
 			i += size
 			start = i
-			continue
-		}
-		if c >= 0x20 && c != '"' && c != '\\' && (!asMarshal || c != '<' && c != '>' && c != '&') {
-			i++
 			continue
 		}
 		b = append(b, s[start:i]...)

@@ -117,9 +117,17 @@ func timesWritable(v any) bool {
 func encode(v any) ([]byte, error) { return encodeWith(v, 0) }
 
 // encodeWith writes a record with segmentio's encoder and flags (0: what
-// an encoding/json Encoder without HTML escaping writes).
+// an encoding/json Encoder without HTML escaping writes); an admission
+// record with flags 0 by hand (admRec.appendJSON), to the same bytes.
 func encodeWith(v any, flags fastjson.AppendFlags) ([]byte, error) {
 	if !timesWritable(v) {
+		_, err := json.Marshal(v)
+		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
+	}
+	if r, ok := v.(*admRec); ok && flags == 0 {
+		if b, ok := r.appendJSON(make([]byte, 0, 512+len(r.Payload))); ok {
+			return b, nil
+		}
 		_, err := json.Marshal(v)
 		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
 	}

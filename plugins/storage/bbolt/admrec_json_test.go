@@ -1,0 +1,86 @@
+package bbolt
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	fastjson "github.com/segmentio/encoding/json"
+
+	"github.com/hermesq/hermesq/pkg/backend"
+)
+
+// FuzzAdmRecJSON: an admission record is written exactly as an
+// encoding/json Encoder without HTML escaping writes it, whatever its
+// strings (invalid UTF-8, escapes, U+2028, <>&), numbers and times
+// (any instant, any zone offset); what encoding/json refuses to write is
+// refused as ErrInternal. FuzzRecordCodec reaches only records that
+// decode; this reaches the ones the API hands the store.
+func FuzzAdmRecJSON(f *testing.F) {
+	f.Add("a", "s1", "automation", "watch", "alice", "", "completion:x", "y<z>", `{"text":"a&b"}`, "queued", "", uint64(1), uint64(0), uint64(0), int64(1), int32(0), int64(0), int32(0))
+	f.Add("a\u2028", "s\xff", "human", "", "", "r\n", "", "", "\"\\\x01\x7f", "running", "boom\u2029", uint64(1<<63), uint64(3), uint64(4), int64(-1<<63), int32(3600), int64(253402300800), int32(-86400))
+	f.Add("", "", "", "", "", "", "", "", "", "", "", uint64(0), uint64(0), uint64(0), int64(0), int32(86399), int64(-62167219201), int32(-89999))
+	f.Add("x", "s", "automation", "p", "q", "", "i", "j", "\"\xff\u2028<\"", "queued", "", uint64(2), uint64(1), uint64(0), int64(5), int32(-3600), int64(5), int32(0))
+	f.Fuzz(func(t *testing.T, id, session, kind, producer, principal, requestID, ident1, ident2, payload, status, errText string,
+		seq, epoch, generation uint64, at int64, atOffset int32, started int64, startedOffset int32) {
+		var idents []string
+		for _, s := range []string{ident1, ident2} {
+			if s != "" {
+				idents = append(idents, s)
+			}
+		}
+		r := &admRec{
+			ID: id, Session: session, Seq: seq, Kind: kind, Producer: producer, Principal: principal,
+			RequestID: requestID, Identities: idents, Payload: payload, PinnedTarget: ident2, DeliveredTo: requestID,
+			Status: status, Outcome: errText, Mode: kind, Epoch: epoch, Generation: generation,
+			AdmittedAt: time.Unix(0, at).In(time.FixedZone("", int(atOffset))),
+			StartedAt:  time.Unix(started, 0).In(time.FixedZone("z", int(startedOffset))),
+			ReplayOf:   principal, Error: errText, PayloadSHA1: producer,
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		stdErr := enc.Encode(r)
+		got, err := encode(r)
+		if stdErr != nil {
+			if err == nil || !errors.Is(err, backend.ErrInternal) {
+				t.Fatalf("encoding/json refuses %#v (%v); ours gives %q, %v", r, stdErr, got, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("encoding/json writes %s; ours refuses: %v", want.Bytes(), err)
+		}
+		if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+			t.Fatalf("encodes unlike encoding/json:\nours %s\nstd  %s", got, w)
+		}
+	})
+}
+
+// BenchmarkAdmRecEncode: an automation admission's record written by
+// appendJSON (what encode does) against segmentio's reflecting encoder,
+// which wrote it before.
+func BenchmarkAdmRecEncode(b *testing.B) {
+	now := time.Now().UTC()
+	r := &admRec{ID: "01JZ0000000000000000000000", Session: "b", Seq: 12345, Kind: "automation", Producer: "bench",
+		Principal: "alice", Identities: []string{"completion:b:12345"}, Payload: `{"text":"[finished] make test (exit 0)"}`,
+		PinnedTarget: "b", Status: "queued", AdmittedAt: now}
+	b.Run("appendJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := encode(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("segmentio", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := fastjson.Append(nil, r, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
