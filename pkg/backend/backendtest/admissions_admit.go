@@ -22,6 +22,7 @@ var admissionsAdmitTests = []suiteTest{
 	{name: "Admit/BatchOneSessionFails", fn: testAdmitBatchOneSessionFails},
 	{name: "Admit/LargeBatch", fn: testAdmitLargeBatch},
 	{name: "Admit/SeqIncreasing", fn: testAdmitSeq},
+	{name: "Admit/ResultIsStored", fn: testAdmitResultIsStored},
 }
 
 func testAdmitHumanNew(t *testing.T, s backend.Store) {
@@ -442,5 +443,50 @@ func testAdmitBatchOneSessionFails(t *testing.T, s backend.Store) {
 	}
 	if _, err := s.GetSession(ctxOf(t), "taken", time.Time{}); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("session taken: %v, want not found (never created)", err)
+	}
+}
+
+// testAdmitResultIsStored: the admission an admit result carries is the
+// one stored, field for field, for every shape of admission (human with
+// and without a request id, automation with one identity, coalesced,
+// pinned, a replay, composed parts, a partial re-offer, a time left to the
+// store, <>& and U+2028 in a payload), admitted alone and together in one
+// call, and so are the held admissions duplicates resolve to.
+func testAdmitResultIsStored(t *testing.T, s backend.Store) {
+	openSession(t, s, "s1")
+	noErr(t, "grant", s.Grant(ctxOf(t), "s1", backend.Grant{Principal: Other, Role: backend.RoleWriter, Producers: []string{Producer}}))
+	shapes := func(round string) []backend.AdmitRequest {
+		h := backend.AdmitRequest{Session: "s1", Kind: backend.KindHuman, Principal: Owner, Payload: Payload("hi <b> & \u2028 " + round), Now: at(time.Second)}
+		hr := h
+		hr.RequestID, hr.Principal = "r-"+round, Other
+		one := autoReq("s1", "one "+round, "one-"+round)
+		two := autoReq("s1", "two "+round, "two-a-"+round, "two-b-"+round)
+		two.Principal = Other
+		pinned := autoReq("s1", "pinned "+round, "pin-"+round)
+		pinned.PinnedTarget = "elsewhere"
+		replay := autoReq("s1", "replay "+round, "replay-"+round)
+		replay.ReplayOf = "0123456789abcdef0123456789abcdef"
+		parts := partsReq("s1", []string{"pa-" + round, "pb-" + round}, []string{"part a", "part b"})
+		partial := partsReq("s1", []string{"one-" + round, "pc-" + round}, []string{"one " + round, "part c"})
+		unset := autoReq("s1", "no time "+round, "unset-"+round)
+		unset.Now = time.Time{}
+		return []backend.AdmitRequest{h, hr, one, two, pinned, replay, parts, partial, unset}
+	}
+	check := func(what string, res []backend.AdmitResult) {
+		t.Helper()
+		for i, r := range res {
+			noErr(t, fmt.Sprintf("%s: admit %d", what, i), r.Err)
+			diff(t, fmt.Sprintf("%s: admission %d as stored", what, i), getAdmission(t, s, r.Admission.ID), r.Admission)
+		}
+	}
+	// One at a time: the partial re-offer finds "one" held.
+	for _, req := range shapes("alone") {
+		check("alone", []backend.AdmitResult{admit1(t, s, req)})
+	}
+	// All in one call, then all again: every one a duplicate.
+	for _, what := range []string{"together", "again"} {
+		res, err := s.Admit(ctxOf(t), shapes("together"))
+		noErr(t, what, err)
+		check(what, res)
 	}
 }

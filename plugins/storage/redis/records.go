@@ -105,6 +105,23 @@ func decodeAdmission(rec, payload, idents string) (backend.Admission, error) {
 	return a, nil
 }
 
+// newAdmission is the admission admit.lua writes for req as seq with its
+// pinned target, time (ns), payload and identity list: what
+// decodeAdmission reads back from its record (the conformance test
+// Admit/ResultIsStored holds the two to each other).
+func newAdmission(req backend.AdmitRequest, seq uint64, pinned, now string, payload json.RawMessage, idents string) backend.Admission {
+	a := backend.Admission{
+		ID: req.ID, Session: req.Session, Seq: seq, Kind: req.Kind, Producer: req.Producer,
+		Principal: req.Principal, RequestID: req.RequestID, PinnedTarget: pinned,
+		Status: backend.StatusQueued, AdmittedAt: timeOf(now), ReplayOf: req.ReplayOf,
+		Payload: payload,
+	}
+	if idents != "" {
+		a.Identities = strings.Split(idents, "\x00")
+	}
+	return a
+}
+
 // trRec is a transcript record as the scripts store it.
 type trRec struct {
 	ID           string `json:"id"`

@@ -263,7 +263,7 @@ func Open(ctx context.Context, u *url.URL, opts backend.Options) (*Store, error)
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	s := &Store{k: keys{prefix: c.Prefix}, timeout: timeout, desc: c.Redacted, db: c.DB, oneServer: !c.Cluster}
+	s := &Store{k: keys{prefix: c.Prefix}, timeout: timeout, desc: c.Redacted, db: c.DB, oneServer: !c.Cluster, admits: admitGroup{relay: make(chan struct{})}}
 	maint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	switch {
 	case c.Cluster:

@@ -23,6 +23,12 @@
 -- Returns one reply per request:
 --   {'ok', result, record, payload, identity list, payload_differs '1'|'0',
 --    duplicate ids joined by NUL, per-identity results ('a'|'d' per identity)}
+--   for a duplicate (the record, payload and identities held), and for a new
+--   admission, which the caller builds from its request (records.go,
+--   newAdmission) instead of decoding the record just written:
+--   {'ok', result, '', composed payload ('' = the request's own), identity
+--    list, payload_differs, duplicate ids, per-identity results, seq,
+--    pinned target}
 --   result: admitted | duplicate | coalesced; with parts, payload_differs is
 --   '0' and judged per member by the caller (the payloads are immutable)
 -- or {'not_found'} (no session), {'forbidden'} (no grant lets the principal admit this),
@@ -191,8 +197,10 @@ local function admit_one(id, kind, producer, principal, request_id, payload, pin
   changed = true
   local result = 'admitted'
   if #new_ids > 1 then result = 'coalesced' end
-  -- The reply is built from what was just written, not read back.
-  return {'ok', result, enc, payload, idlist, differs and '1' or '0', table.concat(dups, '\0'), table.concat(idres)}
+  -- The reply carries what the caller cannot know: the seq, the pinned
+  -- target and a composed payload.
+  return {'ok', result, '', parts and payload or '', idlist, differs and '1' or '0', table.concat(dups, '\0'),
+    table.concat(idres), seq, pinned}
 end
 
 local reqs = {}
