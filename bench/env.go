@@ -206,6 +206,47 @@ func (s *redisServer) stop() {
 	}
 }
 
+// cpu is the user and system time the server has used (INFO cpu).
+func (s *redisServer) cpu() (time.Duration, error) {
+	c := s.client()
+	defer c.Close()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu: %s: %w", line, err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+// cpuOf runs f and returns the CPU time the server and this process used
+// meanwhile.
+func (s *redisServer) cpuOf(f func() error) (server, self time.Duration, err error) {
+	s0, err := s.cpu()
+	if err != nil {
+		return 0, 0, err
+	}
+	p0 := selfCPU()
+	if err := f(); err != nil {
+		return 0, 0, err
+	}
+	p1 := selfCPU()
+	s1, err := s.cpu()
+	if err != nil {
+		return 0, 0, err
+	}
+	return s1 - s0, p1 - p0, nil
+}
+
 func (s *redisServer) client() *goredis.Client {
 	return goredis.NewClient(&goredis.Options{Addr: s.addr, PoolSize: 32})
 }

@@ -187,15 +187,19 @@ func redisAdmits(e *env, sz sizes, kind, fig string) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	hq, err := parallelAdmits(ctx, u, 8, sz.Admits)
-	if err != nil {
-		return nil, err
-	}
 	srv, _ := e.redis(kind)
-	aq, err := asynqEnqueue(srv.addr, 8, sz.Admits)
+	// The CPU each side spends per admission, the server's (INFO cpu) and
+	// this process's (the client's), shows which one holds a rate back.
+	var hq, aq float64
+	hqServer, hqClient, err := srv.cpuOf(func() (err error) { hq, err = parallelAdmits(ctx, u, 8, sz.Admits); return })
 	if err != nil {
 		return nil, err
 	}
+	aqServer, aqClient, err := srv.cpuOf(func() (err error) { aq, err = asynqEnqueue(srv.addr, 8, sz.Admits); return })
+	if err != nil {
+		return nil, err
+	}
+	perAdmit := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(sz.Admits) }
 	u, _ = e.redisURL(kind)
 	batch, err := e.batchAdmit(u, "b", sz.Batch)
 	if err != nil {
@@ -212,6 +216,10 @@ func redisAdmits(e *env, sz sizes, kind, fig string) ([]Result, error) {
 	}
 	return []Result{
 		rate(fig, "Redis admits, in process, 8 callers"+suffix, hq, "asynq enqueue (TaskID), 8 goroutines", aq, t1),
+		mk(fig, "Redis server CPU per admission of those 8 callers"+suffix, perAdmit(hqServer), "µs",
+			"asynq enqueue (INFO cpu)", perAdmit(aqServer), ""),
+		mk(fig, "client CPU per admission of those 8 callers"+suffix, perAdmit(hqClient), "µs",
+			"asynq enqueue (getrusage of the bench process)", perAdmit(aqClient), ""),
 		rate(fig, fmt.Sprintf("admit --batch of %d lines, Redis%s", sz.Batch, suffix), batch, "redis-benchmark admit script, -P 16", rb, t2),
 	}, nil
 }
