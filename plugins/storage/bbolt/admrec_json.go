@@ -66,27 +66,18 @@ func (r *admRec) appendJSON(b []byte) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
-// appendTime appends t as its MarshalJSON writes it: RFC 3339 with
-// nanoseconds, in its own location. Like MarshalJSON, it refuses (false) a
-// year outside 0-9999 and a zone offset of 24 hours or more, which RFC
-// 3339 cannot write.
+// appendTime appends t as its MarshalJSON writes it: between quotes, what
+// AppendText writes (both are time's strict RFC 3339, with nanoseconds,
+// in its own location). Like MarshalJSON, it refuses (false) a year
+// outside 0-9999 and a zone offset of 24 hours or more.
 func appendTime(b []byte, t time.Time) ([]byte, bool) {
 	if t == (time.Time{}) {
 		// A time not set yet (a queued admission's start and end).
 		return append(b, `"0001-01-01T00:00:00Z"`...), true
 	}
-	b = append(b, '"')
-	n0 := len(b)
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	if len(b) < n0+len("9999-") || b[n0+len("9999")] != '-' {
+	b, err := t.AppendText(append(b, '"'))
+	if err != nil {
 		return nil, false
-	}
-	if b[len(b)-1] != 'Z' {
-		c := b[len(b)-len("Z07:00")]
-		h := b[len(b)-len("07:00"):]
-		if '0' <= c && c <= '9' || 10*(h[0]-'0')+(h[1]-'0') >= 24 {
-			return nil, false
-		}
 	}
 	return append(b, '"'), true
 }
