@@ -143,7 +143,8 @@ var plainBytes = func() (t [3][256]bool) {
 	return t
 }()
 
-// load64 is the 8 bytes of w as a little-endian word.
+// load64 is the 8 bytes of w as a little-endian word (encoding/binary
+// reads byte slices, and making one of a string would copy it).
 func load64(w string) uint64 {
 	_ = w[7]
 	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
