@@ -10,10 +10,11 @@ import (
 // appendJSON appends r as an encoding/json Encoder without HTML escaping
 // writes it (its struct tags: the omitempty fields left out when empty,
 // times as their MarshalJSON writes them). It reports false for a record
-// encoding/json refuses to write (a time MarshalJSON refuses). Admission records are the records written most (every admit
-// and every step of a drain), and writing them through a reflecting
-// encoder cost about a sixth of the goroutine that commits an admit
-// --batch. FuzzRecordCodec and FuzzAdmRecJSON hold it to encoding/json.
+// encoding/json refuses to write (a time MarshalJSON refuses). Admission
+// records are the records written most (every admit and every step of a
+// drain), and writing them through a reflecting encoder cost about a
+// sixth of the goroutine that commits an admit --batch. FuzzRecordCodec
+// and FuzzAdmRecJSON hold it to encoding/json.
 func (r *admRec) appendJSON(b []byte) ([]byte, bool) {
 	str := backend.AppendEncoderString
 	opt := func(b []byte, name, s string) []byte {

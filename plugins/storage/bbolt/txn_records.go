@@ -120,16 +120,15 @@ func encode(v any) ([]byte, error) { return encodeWith(v, 0) }
 // an encoding/json Encoder without HTML escaping writes); an admission
 // record with flags 0 by hand (admRec.appendJSON), to the same bytes.
 func encodeWith(v any, flags fastjson.AppendFlags) ([]byte, error) {
-	if !timesWritable(v) {
-		_, err := json.Marshal(v)
-		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
-	}
 	if r, ok := v.(*admRec); ok && flags == 0 {
+		// appendJSON refuses what encoding/json refuses, times included.
 		if b, ok := r.appendJSON(make([]byte, 0, 512+len(r.Payload))); ok {
 			return b, nil
 		}
-		_, err := json.Marshal(v)
-		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
+		return nil, refused(v)
+	}
+	if !timesWritable(v) {
+		return nil, refused(v)
 	}
 	// segmentio's encoder writes what encoding/json's writes (the codec
 	// fuzz target checks) at several times the speed: records are written
@@ -141,6 +140,13 @@ func encodeWith(v any, flags fastjson.AppendFlags) ([]byte, error) {
 		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
 	}
 	return b, nil
+}
+
+// refused is the error for a record encoding/json refuses to write: its
+// own, as ErrInternal.
+func refused(v any) error {
+	_, err := json.Marshal(v)
+	return fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
 }
 
 // msgRec is the stored form of a message: backend.Message's JSON shape
