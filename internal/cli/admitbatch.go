@@ -42,6 +42,12 @@ const (
 	// At 32 MiB a 100,000-line batch ran 15% faster, but a 1,000,000-line
 	// one on bbolt peaked at 60 MiB of RSS (46.6 MiB at 24).
 	batchMemoryLimit = 24 << 20
+	// batchGCPercent is a batch's GOGC (unless GOGC sets one). At the
+	// default 100 a batch's few MiB of live heap made the collector run
+	// every 8 MiB allocated (a hundred times for 100,000 lines); under the
+	// memory limit above, a higher one lets the heap grow to that limit
+	// between collections instead, and no further.
+	batchGCPercent = 400
 )
 
 func runAdmitBatch(ctx context.Context, o *admitOptions) error {
@@ -58,16 +64,20 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 		defer fh.Close()
 		src = fh
 	}
-	// A batch holds two chunks at a time: a soft memory limit (unless
-	// GOMEMLIMIT sets one) makes the collector keep the heap near that,
-	// instead of letting it double between collections while the store's
-	// pages take their share of the process's memory.
+	// A batch holds three chunks at a time (one being read, one being
+	// committed, the results of the one before being printed): a soft
+	// memory limit (unless GOMEMLIMIT sets one) makes the collector keep
+	// the heap near that, instead of letting it double between collections
+	// while the store's pages take their share of the process's memory.
 	if old := debug.SetMemoryLimit(-1); old == math.MaxInt64 {
 		debug.SetMemoryLimit(batchMemoryLimit)
 		defer debug.SetMemoryLimit(old)
+		if os.Getenv("GOGC") == "" {
+			defer debug.SetGCPercent(debug.SetGCPercent(batchGCPercent))
+		}
 	}
-	b := &batchRun{o: o, p: p, cfg: cfg, out: bufio.NewWriter(o.f.IO.Out)}
-	err = readBatch(src, cfg.Principal, func(chunk []batchLine) error { return b.commit(ctx, chunk) })
+	b := &batchRun{ctx: ctx, o: o, p: p, cfg: cfg, out: bufio.NewWriter(o.f.IO.Out)}
+	err = readBatch(src, cfg.Principal, b)
 	if ferr := b.out.Flush(); err == nil && ferr != nil {
 		err = ferr
 	}
@@ -77,8 +87,14 @@ func runAdmitBatch(ctx context.Context, o *admitOptions) error {
 	return b.result()
 }
 
-// batchRun commits and prints the chunks of one admit --batch.
+// batchRun commits and prints the chunks of one admit --batch. It is
+// readBatch's sink: a chunk's store call runs while the next chunk is
+// validated and the one before it printed, so the store's commit, the
+// checking of input and the printing of results share the machine's cores
+// instead of taking turns. Chunks are sent to the store one at a time, in
+// order: a chunk is sent only when the one before it is committed.
 type batchRun struct {
+	ctx context.Context
 	o   *admitOptions
 	p   *printer
 	cfg *Config
@@ -86,22 +102,42 @@ type batchRun struct {
 	svc *admission.Service
 	buf []byte // emit's line
 
-	worst error // the worst line's failure so far (worseError)
+	call  *batchCall // the chunk sent last, until its results are printed
+	worst error      // the worst line's failure so far (worseError)
 }
 
-// commit admits the good lines of one chunk in one store call and prints
-// every line's result, in order, before the next chunk is read. When the
-// store fails the call as a whole, the chunk's lines are reported failed
-// and the batch stops: every earlier chunk stays committed and printed.
-func (b *batchRun) commit(ctx context.Context, chunk []batchLine) error {
+// batchCall is one chunk's store call and what printing its results needs.
+type batchCall struct {
+	lines []batchRef // the chunk's lines, in order
+	good  int        // how many of them were sent
+	done  chan struct{}
+
+	// set before done is closed
+	results []backend.AdmitResult
+	err     error
+}
+
+// batchRef is what printing a line's result needs of it.
+type batchRef struct {
+	n   int
+	err error
+}
+
+// commit validates a chunk, waits for the chunk before it to be committed
+// and sends this one to the store without waiting for it, then prints the
+// results of the chunk before. When the store failed that chunk whole, its
+// results are printed, this chunk is dropped untried and the batch stops
+// (errStopBatch): every earlier chunk stays committed and printed.
+func (b *batchRun) commit(chunk []batchLine) error {
+	call := &batchCall{lines: make([]batchRef, len(chunk)), done: make(chan struct{})}
 	var good []admission.Input
-	for _, l := range chunk {
+	for i, l := range chunk {
+		call.lines[i] = batchRef{n: l.n, err: l.err}
 		if l.err == nil {
 			good = append(good, l.in)
 		}
 	}
-	var results []backend.AdmitResult
-	var callErr error
+	var prep *admission.Prepared
 	if len(good) > 0 {
 		if b.svc == nil {
 			svc, err := b.o.f.Admission()
@@ -113,19 +149,70 @@ func (b *batchRun) commit(ctx context.Context, chunk []batchLine) error {
 		for i := range good {
 			good[i].Principal = b.cfg.Principal // as resolved when the store opened
 		}
-		// A store failure of the whole call still sets each line's error:
-		// every line is reported, and a failure of some lines (a Redis
-		// call spanning sessions) never hides the lines committed.
-		results, callErr = b.svc.AdmitBatch(ctx, good)
-		if callErr != nil && len(results) != len(good) {
+		prep, call.good = b.svc.Prepare(good), len(good)
+	}
+	prev := b.call
+	if prev != nil {
+		if <-prev.done; prev.err != nil {
+			return b.finish()
+		}
+	}
+	b.call = call
+	if prep == nil {
+		close(call.done)
+	} else {
+		go func() {
+			defer close(call.done)
+			call.results, call.err = b.svc.Commit(b.ctx, prep)
+		}()
+	}
+	if prev == nil {
+		return nil
+	}
+	if err := b.print(prev); err != nil {
+		<-call.done // no store call is left running when the batch ends
+		b.call = nil
+		return err
+	}
+	return nil
+}
+
+// running is closed when the chunk sent last is committed; nil when every
+// chunk sent is printed.
+func (b *batchRun) running() <-chan struct{} {
+	if b.call == nil {
+		return nil
+	}
+	return b.call.done
+}
+
+// finish waits for the chunk sent last and prints its results.
+func (b *batchRun) finish() error {
+	call := b.call
+	if call == nil {
+		return nil
+	}
+	b.call = nil
+	<-call.done
+	return b.print(call)
+}
+
+// print prints every line's result of a committed chunk, in order. A store
+// failure of the whole call still sets each line's error: every line is
+// reported, and a failure of some lines (a Redis call spanning sessions)
+// never hides the lines committed; then the batch stops (errStopBatch).
+func (b *batchRun) print(call *batchCall) error {
+	results, callErr := call.results, call.err
+	if call.good > 0 {
+		if callErr != nil && len(results) != call.good {
 			return callErr
 		}
-		if len(results) != len(good) {
-			return backend.Errorf(backend.ErrInternal, "admit --batch: %d results for %d inputs", len(results), len(good))
+		if len(results) != call.good {
+			return backend.Errorf(backend.ErrInternal, "admit --batch: %d results for %d inputs", len(results), call.good)
 		}
 	}
 	k := 0
-	for _, l := range chunk {
+	for _, l := range call.lines {
 		lerr := l.err
 		var r backend.AdmitResult
 		if lerr == nil {

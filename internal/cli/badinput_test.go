@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -360,4 +362,59 @@ func TestBadInputBeforeStore(t *testing.T) {
 	}
 	// The same store with good input: the open error, exit 1.
 	e.run("queue", "s1", "--status", "queued").wantExit(t, ExitFailure)
+}
+
+// A batch of several chunks (each committed while the next is checked and
+// the one before printed) reports every line once, in input order, bad
+// lines in their places, and each session's queue holds its inputs in
+// input order.
+func TestAdmitBatchChunksInOrder(t *testing.T) {
+	e := newEnv(t)
+	for _, s := range []string{"s0", "s1", "s2"} {
+		e.ok("session", "open", s)
+	}
+	const n = 3*batchChunkLines + 500
+	bad := func(i int) bool { return i%700 == 699 }
+	var in strings.Builder
+	for i := 0; i < n; i++ {
+		text := fmt.Sprintf("t%d", i)
+		if bad(i) {
+			text = "" // an empty input: invalid
+		}
+		fmt.Fprintf(&in, `{"session":"s%d","text":%q}`+"\n", i%3, text)
+	}
+	batch := filepath.Join(e.dir, "in.ndjson")
+	writeFile(t, batch, in.String())
+	r := e.run("-o", "jsonl", "admit", "--batch", batch)
+	if r.code != ExitUsage || strings.Count(r.err, "\n") != 5 {
+		t.Fatalf("exit %d, want 2 with one stderr line a bad line:\n%s", r.code, r.err)
+	}
+	lines := decodeLines[admitOut](t, r)
+	if len(lines) != n {
+		t.Fatalf("%d result lines, want %d", len(lines), n)
+	}
+	want := map[string][]string{}
+	for i, l := range lines {
+		if bad(i) {
+			if l.Line != i+1 || l.Error != "invalid" {
+				t.Fatalf("result %d: %+v, want bad line %d", i, l, i+1)
+			}
+			continue
+		}
+		text := fmt.Sprintf("t%d", i)
+		if l.Error != "" || l.Admission.text(t) != text {
+			t.Fatalf("result %d: %+v, want %q admitted", i, l, text)
+		}
+		s := fmt.Sprintf("s%d", i%3)
+		want[s] = append(want[s], text)
+	}
+	for s, texts := range want {
+		var got []string
+		for _, a := range decode[[]admissionOut](t, e.ok("-o", "json", "queue", s)) {
+			got = append(got, a.text(t))
+		}
+		if !slices.Equal(got, texts) {
+			t.Fatalf("queue %s holds %d inputs, not the %d admitted in input order", s, len(got), len(texts))
+		}
+	}
 }

@@ -15,7 +15,19 @@ import (
 // alwaysReady is inputReady's answer for input that never waits.
 func alwaysReady() bool { return true }
 
-// readBatch reads NDJSON inputs, one a line, and hands them to commit in
+// A batchSink takes readBatch's chunks, in order.
+type batchSink interface {
+	// commit takes a chunk; it may return with the chunk's store call
+	// still running and its results not yet printed.
+	commit(chunk []batchLine) error
+	// running is closed when the call commit left running has ended; it
+	// is nil when none is.
+	running() <-chan struct{}
+	// finish waits for the call commit left running and prints its results.
+	finish() error
+}
+
+// readBatch reads NDJSON inputs, one a line, and hands them to the sink in
 // chunks (batchChunkLines, batchChunkBytes), and whenever the input pauses:
 // a line read with nothing more to read without waiting is committed at
 // once, so a producer writing now and then into a pipe sees each line
@@ -23,15 +35,16 @@ func alwaysReady() bool { return true }
 // line that is not one input object is kept with its error.
 //
 // Reading and parsing run in a goroutine of their own, one chunk ahead of
-// commit: while a chunk is committed (its transaction written and synced,
-// its results printed), the next is parsed, so the two share the machine's
-// cores instead of taking turns. Chunks reach commit in order, one at a
-// time; at most two are held (the one committing, the one being read).
-// When commit stops the batch (errStopBatch: the store failed a chunk
-// whole), the chunk read ahead is dropped untried and readBatch returns
-// without waiting for the reader, which may be blocked on input that never
-// ends; it stops at its next chunk.
-func readBatch(r io.Reader, principal string, commit func([]batchLine) error) error {
+// commit: while a chunk is committed, the next is parsed, so the two share
+// the machine's cores instead of taking turns. Chunks reach the sink in
+// order, one at a time; at most two are held (the one committing, the one
+// being read). When the sink's last call ends before the next chunk is
+// read, its results are printed at once (finish), not when more input
+// comes. When the sink stops the batch (errStopBatch: the store failed a
+// chunk whole), the chunk read ahead is dropped untried and readBatch
+// returns without waiting for the reader, which may be blocked on input
+// that never ends; it stops at its next chunk.
+func readBatch(r io.Reader, principal string, sink batchSink) error {
 	chunks := make(chan []batchLine)  // reader -> commit, in order
 	free := make(chan []batchLine, 2) // commit -> reader, chunks to reuse
 	quit := make(chan struct{})       // commit -> reader: stop
@@ -44,16 +57,35 @@ func readBatch(r io.Reader, principal string, commit func([]batchLine) error) er
 		readErr <- readChunks(r, principal, free, chunks, quit)
 	}()
 	defer close(quit)
-	for chunk := range chunks {
-		err := commit(chunk)
-		clear(chunk) // drop the inputs: memory stays bounded by two chunks
-		free <- chunk[:0]
+	stopped := func(err error) error {
 		if errors.Is(err, errStopBatch) {
 			return nil
 		}
-		if err != nil {
-			return err
+		return err
+	}
+	for {
+		var chunk []batchLine
+		var ok bool
+		select {
+		case chunk, ok = <-chunks:
+		case <-sink.running():
+			if err := sink.finish(); err != nil {
+				return stopped(err)
+			}
+			chunk, ok = <-chunks
 		}
+		if !ok {
+			break
+		}
+		err := sink.commit(chunk)
+		clear(chunk) // drop the inputs: memory stays bounded by two chunks
+		free <- chunk[:0]
+		if err != nil {
+			return stopped(err)
+		}
+	}
+	if err := sink.finish(); err != nil {
+		return stopped(err)
 	}
 	return <-readErr
 }

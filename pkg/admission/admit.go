@@ -34,34 +34,54 @@ func (s *Service) Admit(ctx context.Context, in Input) (backend.AdmitResult, err
 // valid ones go to ONE Store.Admit call, so a batch costs one store
 // round-trip. The returned error is for the call as a whole (store
 // unavailable): then every valid input's result carries it too and nothing
-// was admitted.
+// was admitted. It is Commit of Prepare.
 func (s *Service) AdmitBatch(ctx context.Context, ins []Input) ([]backend.AdmitResult, error) {
-	out := make([]backend.AdmitResult, len(ins))
-	var reqs []backend.AdmitRequest
-	var at []int
+	return s.Commit(ctx, s.Prepare(ins))
+}
+
+// Prepared is a batch of inputs validated for one Store.Admit call
+// (Prepare), not yet sent (Commit). It holds no reference to the inputs.
+type Prepared struct {
+	out  []backend.AdmitResult // invalid inputs' results, in input order
+	reqs []backend.AdmitRequest
+	at   []int // the input each request is of
+}
+
+// Prepare validates a batch of inputs, giving each valid one its admission
+// id and time, without calling the store: a caller may prepare the next
+// batch while the store commits this one.
+func (s *Service) Prepare(ins []Input) *Prepared {
+	p := &Prepared{out: make([]backend.AdmitResult, len(ins))}
 	for i, in := range ins {
 		req, err := s.request(in)
 		if err != nil {
-			out[i].Err = err
+			p.out[i].Err = err
 			continue
 		}
-		reqs = append(reqs, req)
-		at = append(at, i)
+		p.reqs = append(p.reqs, req)
+		p.at = append(p.at, i)
 	}
-	if len(reqs) == 0 {
+	return p
+}
+
+// Commit sends a prepared batch in one Store.Admit call and returns one
+// result an input, as AdmitBatch does. A Prepared is committed once.
+func (s *Service) Commit(ctx context.Context, p *Prepared) ([]backend.AdmitResult, error) {
+	out := p.out
+	if len(p.reqs) == 0 {
 		return out, nil
 	}
-	res, err := s.Store.Admit(ctx, reqs)
-	if err == nil && len(res) != len(reqs) {
-		err = fmt.Errorf("admit: store returned %d results for %d requests: %w", len(res), len(reqs), backend.ErrInternal)
+	res, err := s.Store.Admit(ctx, p.reqs)
+	if err == nil && len(res) != len(p.reqs) {
+		err = fmt.Errorf("admit: store returned %d results for %d requests: %w", len(res), len(p.reqs), backend.ErrInternal)
 	}
 	if err != nil {
-		for _, i := range at {
+		for _, i := range p.at {
 			out[i].Err = err
 		}
 		return out, err
 	}
-	for j, i := range at {
+	for j, i := range p.at {
 		out[i] = res[j]
 	}
 	return out, nil
