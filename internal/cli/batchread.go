@@ -191,7 +191,7 @@ func parseBatchLine(raw []byte) (admission.Input, error) {
 		if len(v) == 0 || v[0] != '"' {
 			return backend.Errorf(backend.ErrInvalid, "field %q: want a string", name)
 		}
-		return json.Unmarshal(v, dst)
+		return decodeString(v, dst)
 	}
 	for _, f := range []struct {
 		name string
@@ -205,7 +205,7 @@ func parseBatchLine(raw []byte) (admission.Input, error) {
 		if len(v) == 0 || v[0] != '[' {
 			return admission.Input{}, backend.Errorf(backend.ErrInvalid, `field "identities": want a list of strings`)
 		}
-		if err := json.Unmarshal(v, &in.Identities); err != nil {
+		if err := decodeStrings(v, &in.Identities); err != nil {
 			return admission.Input{}, backend.Errorf(backend.ErrInvalid, `field "identities": want a list of strings`)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -119,6 +120,37 @@ func FuzzReadRecords(f *testing.F) {
 			if !bytes.Equal(b, b2) {
 				t.Fatalf("record %d changes on a second read:\n%s\n%s", i+1, b, b2)
 			}
+		}
+	})
+}
+
+// decodeString and decodeStrings decode every value as encoding/json does
+// (the same value, or an error where it errs), and their plain paths take
+// only values encoding/json reads to the same thing.
+func FuzzDecodeStrings(f *testing.F) {
+	for _, s := range []string{
+		`"plain"`, `""`, `"a\"b"`, `"tab\there"`, "\"raw\ttab\"", "\"caf\xe9\"", `"\ud800"`, `"a"b"`, `"a`, `"`,
+		`["a","b"]`, `[]`, ` [ "a" , "b" ] `, `["a",]`, `["a" "b"]`, `[1]`, `["a\u0000"]`, `null`, `"x" `, `["a"]]`,
+		"[\"caf\xe9\"]", `[""]`, `["a"`, `[`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		var got, want string
+		gotErr, wantErr := decodeString(v, &got), json.Unmarshal(v, &want)
+		if (gotErr == nil) != (wantErr == nil) || got != want {
+			t.Fatalf("decodeString(%q) = %q, %v; encoding/json: %q, %v", v, got, gotErr, want, wantErr)
+		}
+		if s, ok := plainString(v); ok && (wantErr != nil || string(s) != want) {
+			t.Fatalf("plainString(%q) = %q; encoding/json: %q, %v", v, s, want, wantErr)
+		}
+		var gotList, wantList []string
+		gotErr, wantErr = decodeStrings(v, &gotList), json.Unmarshal(v, &wantList)
+		if (gotErr == nil) != (wantErr == nil) || (gotErr == nil && !reflect.DeepEqual(gotList, wantList)) {
+			t.Fatalf("decodeStrings(%q) = %#v, %v; encoding/json: %#v, %v", v, gotList, gotErr, wantList, wantErr)
+		}
+		if ss, ok := plainStrings(v); ok && (wantErr != nil || !reflect.DeepEqual(ss, wantList)) {
+			t.Fatalf("plainStrings(%q) = %#v; encoding/json: %#v, %v", v, ss, wantList, wantErr)
 		}
 	})
 }
