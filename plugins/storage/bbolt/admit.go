@@ -52,7 +52,7 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 	if err := backend.CheckAdmitRequest(r); err != nil {
 		return res, fmt.Errorf("bbolt: admit to session %s: %w", r.Session, err)
 	}
-	if t.tx.Bucket(bucketAdmissions).Get([]byte(r.ID)) != nil {
+	if t.get(t.tx.Bucket(bucketAdmissions), []byte(r.ID)) != nil {
 		// A request re-sent after its reply was lost (same id, session,
 		// kind, principal and payload) finds its own admission, as a
 		// duplicate; any other use of a taken id is refused.
@@ -99,7 +99,7 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 	}
 	if r.Kind == backend.KindHuman {
 		if r.RequestID != "" {
-			if id := sb.Bucket(subRequests).Get(requestKey(r.Principal, r.RequestID)); id != nil {
+			if id := t.get(sb.Bucket(subRequests), requestKey(r.Principal, r.RequestID)); id != nil {
 				old, err := t.admissionByID(sb, id)
 				if err != nil {
 					return res, err
@@ -147,7 +147,7 @@ func (t *txn) admit(r backend.AdmitRequest) (backend.AdmitResult, error) {
 		if _, dup := res.Identities[ident]; dup {
 			continue
 		}
-		id := sb.Bucket(subIdentities).Get([]byte(ident))
+		id := t.get(sb.Bucket(subIdentities), []byte(ident))
 		if id == nil {
 			res.Identities[ident] = backend.ResultAdmitted
 			fresh = append(fresh, ident)

@@ -1,6 +1,7 @@
 package bbolt
 
 import (
+	"bytes"
 	"sort"
 	"time"
 
@@ -28,6 +29,32 @@ type txn struct {
 	// transcripts holds the transcript records this transaction read or
 	// wrote, by id (see transcript).
 	transcripts map[string]backend.Transcript
+	// cursors holds one cursor a bucket for get, in a write transaction.
+	cursors map[*bolt.Bucket]*bolt.Cursor
+}
+
+// get is b.Get(key). In a write transaction it seeks one cursor kept for
+// b, whose stack is reused from call to call, where Bucket.Get makes a new
+// cursor and grows its stack every time: an admission looks keys up in two
+// buckets. (A read transaction's buckets are new values at each lookup, so
+// it takes Get.) Seek returns the first key at or after key, and no value
+// for a nested bucket's key, as Get does.
+func (t *txn) get(b *bolt.Bucket, key []byte) []byte {
+	if !t.write {
+		return b.Get(key)
+	}
+	c := t.cursors[b]
+	if c == nil {
+		if t.cursors == nil {
+			t.cursors = map[*bolt.Bucket]*bolt.Cursor{}
+		}
+		c = b.Cursor()
+		t.cursors[b] = c
+	}
+	if k, v := c.Seek(key); bytes.Equal(k, key) {
+		return v
+	}
+	return nil
 }
 
 type heldSession struct {
