@@ -147,7 +147,7 @@ func (s *jsonScanner) value(depth int) error {
 	case c == '[':
 		return s.array(depth)
 	case c == '"':
-		_, err := s.str()
+		_, err := s.scanStr(false)
 		return err
 	case c == '-' || (c >= '0' && c <= '9'):
 		return s.number()
@@ -163,11 +163,15 @@ func (s *jsonScanner) value(depth int) error {
 
 func (s *jsonScanner) object(depth int) error {
 	s.i++ // {
-	seen := map[string]bool{}
+	// seen holds the keys read so far; the top-level object whose members
+	// are collected finds them in top instead.
+	var seen map[string]bool
 	var top map[string]json.RawMessage
 	if depth == 0 && s.members {
 		top = map[string]json.RawMessage{}
 		s.top = top
+	} else {
+		seen = map[string]bool{}
 	}
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
@@ -184,10 +188,12 @@ func (s *jsonScanner) object(depth int) error {
 		if err != nil {
 			return err
 		}
-		if seen[k] {
+		if _, dup := top[k]; dup || seen[k] {
 			return fmt.Errorf("duplicate key %s at byte %d", strconv.Quote(k), at)
 		}
-		seen[k] = true
+		if seen != nil {
+			seen[k] = true
+		}
 		s.space()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
 			return fmt.Errorf("%s, want ':'", s.what())
@@ -320,9 +326,33 @@ func (s *jsonScanner) hex4() (rune, error) {
 }
 
 // str reads a string at s.i (on its opening quote) and returns its value.
-func (s *jsonScanner) str() (string, error) {
+func (s *jsonScanner) str() (string, error) { return s.scanStr(true) }
+
+// scanStr reads a string at s.i, returning its value when keep is set. A
+// run of printable ASCII with no escape, as most strings are, is read
+// without decoding; the rest of a string from its first other byte is
+// decoded, and checked, one character at a time.
+func (s *jsonScanner) scanStr(keep bool) (string, error) {
 	s.i++ // "
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		if c == '"' {
+			s.i++
+			if !keep {
+				return "", nil
+			}
+			return string(s.b[start : s.i-1]), nil
+		}
+		if c < 0x20 || c == '\\' || c >= 0x80 {
+			break
+		}
+		s.i++
+	}
 	var sb strings.Builder
+	if keep {
+		sb.Write(s.b[start:s.i])
+	}
 	for {
 		if s.i >= len(s.b) {
 			return "", fmt.Errorf("unterminated string")
