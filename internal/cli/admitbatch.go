@@ -130,7 +130,7 @@ type batchRef struct {
 // (errStopBatch): every earlier chunk stays committed and printed.
 func (b *batchRun) commit(chunk []batchLine) error {
 	call := &batchCall{lines: make([]batchRef, len(chunk)), done: make(chan struct{})}
-	var good []admission.Input
+	good := make([]admission.Input, 0, len(chunk))
 	for i, l := range chunk {
 		call.lines[i] = batchRef{n: l.n, err: l.err}
 		if l.err == nil {

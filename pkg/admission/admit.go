@@ -51,7 +51,11 @@ type Prepared struct {
 // id and time, without calling the store: a caller may prepare the next
 // batch while the store commits this one.
 func (s *Service) Prepare(ins []Input) *Prepared {
-	p := &Prepared{out: make([]backend.AdmitResult, len(ins))}
+	p := &Prepared{
+		out:  make([]backend.AdmitResult, len(ins)),
+		reqs: make([]backend.AdmitRequest, 0, len(ins)),
+		at:   make([]int, 0, len(ins)),
+	}
 	for i, in := range ins {
 		req, err := s.request(in)
 		if err != nil {
@@ -116,9 +120,14 @@ func AdmitJSON(r backend.AdmitResult) any {
 	if ids == nil {
 		ids = map[string]string{}
 	}
-	var adm any = r.Admission
+	// The admission as its own JSON, which the printers copy as it is;
+	// the struct (boxed only then: it is large) where that fails, for the
+	// printer to report.
+	var adm any
 	if b, err := r.Admission.MarshalJSON(); err == nil {
 		adm = json.RawMessage(b)
+	} else {
+		adm = r.Admission
 	}
 	return admitJSON{Result: r.Result, Admission: adm, Identities: ids, PayloadDiffers: r.PayloadDiffers}
 }
