@@ -142,6 +142,10 @@ func (b *batchRun) commit(chunk []batchLine) error {
 		if b.svc == nil {
 			svc, err := b.o.f.Admission()
 			if err != nil {
+				// The chunks before (bad lines alone) are reported still.
+				if ferr := b.finish(); ferr != nil && !errors.Is(ferr, errStopBatch) {
+					return ferr
+				}
 				return err
 			}
 			b.svc = svc

@@ -418,3 +418,35 @@ func TestAdmitBatchChunksInOrder(t *testing.T) {
 		}
 	}
 }
+
+// A batch whose first chunk holds bad lines alone reports them even when
+// the store, opened for the first good line, cannot be.
+func TestAdmitBatchBadChunkThenStoreFails(t *testing.T) {
+	e := newEnv(t)
+	blocker := filepath.Join(e.dir, "not-a-dir")
+	writeFile(t, blocker, "x")
+	e.store = "bbolt://" + filepath.Join(blocker, "hermesq.db")
+	var in strings.Builder
+	for i := 0; i < batchChunkLines; i++ {
+		in.WriteString(`{"session":"s1", not json` + "\n") // refused before the store is needed
+	}
+	in.WriteString(`{"session":"s1","text":"good"}` + "\n")
+	batch := filepath.Join(e.dir, "in.ndjson")
+	writeFile(t, batch, in.String())
+	r := e.run("-o", "jsonl", "admit", "--batch", batch)
+	if r.code == 0 || r.code == ExitUsage {
+		t.Fatalf("exit %d, want the store's failure\n%s", r.code, r.err)
+	}
+	lines := decodeLines[admitOut](t, r)
+	if len(lines) != batchChunkLines {
+		t.Fatalf("%d result lines, want the %d bad lines reported\n%s", len(lines), batchChunkLines, r.err)
+	}
+	for i, l := range lines {
+		if l.Line != i+1 || l.Error != "invalid" {
+			t.Fatalf("result %d: %+v, want bad line %d", i, l, i+1)
+		}
+	}
+	if !strings.Contains(r.err, "not-a-dir") {
+		t.Fatalf("stderr does not name the store's failure:\n%s", r.err)
+	}
+}

@@ -37,8 +37,9 @@ type batchSink interface {
 // Reading and parsing run in a goroutine of their own, one chunk ahead of
 // commit: while a chunk is committed, the next is parsed, so the two share
 // the machine's cores instead of taking turns. Chunks reach the sink in
-// order, one at a time; at most two are held (the one committing, the one
-// being read). When the sink's last call ends before the next chunk is
+// order, one at a time; readBatch holds at most two (the one being read,
+// the one the sink takes), and the sink what its store call needs of the
+// one before. When the sink's last call ends before the next chunk is
 // read, its results are printed at once (finish), not when more input
 // comes. When the sink stops the batch (errStopBatch: the store failed a
 // chunk whole), the chunk read ahead is dropped untried and readBatch
@@ -78,7 +79,7 @@ func readBatch(r io.Reader, principal string, sink batchSink) error {
 			break
 		}
 		err := sink.commit(chunk)
-		clear(chunk) // drop the inputs: memory stays bounded by two chunks
+		clear(chunk) // drop the inputs: memory stays bounded by a few chunks
 		free <- chunk[:0]
 		if err != nil {
 			return stopped(err)
