@@ -104,7 +104,7 @@ func TestDocsStayInsideRepository(t *testing.T) {
 }
 
 // TestInstallFromClone is issue 9, acceptance 5: in a fresh copy of the
-// repository, `go install ./cmd/...` puts hermesq and hermesq-producers on
+// repository, `go install ./cmd/...` puts hermesq, hermesq-producers and hermesq-top on
 // PATH; hermesq's --version and version exit 0 and name the Go version, its
 // producers run reaches hermesq-producers; then the README's demo command,
 // `bash examples/demo.sh`, works.
@@ -154,7 +154,7 @@ func TestInstallFromClone(t *testing.T) {
 		return string(out)
 	}
 	run("go", "install", "./cmd/...")
-	for _, bin := range []string{"hermesq", "hermesq-producers"} {
+	for _, bin := range []string{"hermesq", "hermesq-producers", "hermesq-top"} {
 		if _, err := os.Stat(filepath.Join(gobin, bin)); err != nil {
 			t.Fatalf("go install ./cmd/... put no %s in GOBIN: %v", bin, err)
 		}

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildAll builds cmd/hermesq and cmd/hermesq-producers (side by side, as
+// buildAll builds cmd/hermesq, cmd/hermesq-producers and cmd/hermesq-top (side by side, as
 // installed), examples/handler, the producer plugins and
 // the misbehaving test plugin into one temp dir, once.
 func buildAll() (string, error) {
@@ -47,6 +47,7 @@ func buildAll() (string, error) {
 		for _, b := range []struct{ pkg, name string }{
 			{"./cmd/hermesq", "hermesq"},
 			{"./cmd/hermesq-producers", "hermesq-producers"},
+			{"./cmd/hermesq-top", "hermesq-top"},
 			{"./examples/handler", "handler"},
 			{"./plugins/producers/delegation", "hermesq-producer-delegation"},
 			{"./plugins/producers/process", "hermesq-producer-process"},

@@ -12,7 +12,7 @@ import (
 	"github.com/hermesq/hermesq/pkg/producer/plugin"
 )
 
-func main() { cli.Main(launch) }
+func main() { cli.Main(cli.Hosts{Launch: launch}) }
 
 // launch starts a producer plugin over go-plugin's gRPC transport.
 func launch(cmd *exec.Cmd, o cli.LaunchOptions) (cli.PluginClient, error) {

@@ -4,4 +4,4 @@ package main
 
 import "github.com/hermesq/hermesq/internal/cli"
 
-func main() { cli.Main(nil) }
+func main() { cli.Main(cli.Hosts{}) }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hermesq/hermesq/internal/top/tui"
 )
 
 // env is one test's world: a bbolt store in a temp dir, and a clean
@@ -55,6 +57,7 @@ func (e *env) runWith(stdin string, tty bool, args ...string) result {
 	ios.SetStderrTTY(tty)
 	f := NewFactory(ios)
 	f.Launch = testLaunch // never the hermesq-producers binary: it would replace the test process
+	f.Top = tui.Run       // nor hermesq-top
 	if e.configure != nil {
 		e.configure(f)
 	}

@@ -8,7 +8,8 @@
 //
 //   - internal/process: the supervision behind 'proc run' and 'proc watch'
 //     (running and waiting for processes, the detached supervisor);
-//   - internal/top: the terminal UI of 'top';
+//   - internal/top/tui: the terminal UI of 'top', linked only into
+//     hermesq-top (Hosts.Top);
 //   - pkg/stats: the figures behind 'stats', 'check' and 'top' (the
 //     producers' figures, the check's OK, WARNING or CRITICAL, the
 //     Prometheus text), over the queue figures of pkg/admission;

@@ -34,6 +34,8 @@ func newDoctorCmd(f *Factory) *cobra.Command {
   plugins      plugin folders and binaries are writable by no one but
                their owner; with plugins installed, hermesq-producers (which
                producers run needs) is beside hermesq or on PATH
+  top view     hermesq-top (which top needs) is beside hermesq or on PATH
+               (a warning when not)
 Each check prints ok, warn or fail with what it saw, and for what is not ok
 how to repair it. Exit 0 when nothing failed (warnings included), else 1. A
 corrupt or truncated store file is reported here, never re-created.`,
@@ -107,9 +109,10 @@ func runDoctor(ctx context.Context, f *Factory) error {
 		add("plugins", backend.FindingFail, err.Error(), "fix the producer settings")
 	} else {
 		if plugins := doctorPluginDir(add, pc); plugins > 0 {
-			doctorProducerHost(add, f.Launch != nil)
+			doctorSibling(add, "producer host", ProducersBinary, f.Launch != nil, backend.FindingFail)
 		}
 	}
+	doctorSibling(add, "top view", TopBinary, f.Top != nil, backend.FindingWarn)
 	return doctorReport(p, out)
 }
 
@@ -245,19 +248,23 @@ func doctorPluginConfig(add func(check, status, detail, repair string), pc *Prod
 	}
 }
 
-// doctorProducerHost checks that `producers run` can find its host,
-// hermesq-producers (self: this binary is it).
-func doctorProducerHost(add func(check, status, detail, repair string), self bool) {
+// doctorSibling checks that the sibling binary name, which a command hands
+// itself to, can be found (self: this binary is it); missing is a finding
+// of status missing.
+//
+// hermesq-producers is a failure when producer plugins are installed;
+// hermesq-top, a warning: only `hermesq top` needs it.
+func doctorSibling(add func(check, status, detail, repair string), check, name string, self bool, missing string) {
 	if self {
-		add("producer host", backend.FindingOK, "this binary hosts the plugins", "")
+		add(check, backend.FindingOK, "this binary is "+name, "")
 		return
 	}
-	p, err := siblingPath(ProducersBinary)
+	p, err := siblingPath(name)
 	if err != nil {
-		add("producer host", backend.FindingFail, err.Error(), "put hermesq-producers beside hermesq or on PATH")
+		add(check, missing, err.Error(), "put "+name+" beside hermesq or on PATH")
 		return
 	}
-	add("producer host", backend.FindingOK, p, "")
+	add(check, backend.FindingOK, p, "")
 }
 
 // doctorReport prints the findings; any failure is exit 1 with one error

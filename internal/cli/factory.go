@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/hermesq/hermesq/internal/termtext"
+	"github.com/hermesq/hermesq/internal/top"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 	boltstore "github.com/hermesq/hermesq/plugins/storage/bbolt"
@@ -35,6 +36,9 @@ type Factory struct {
 	// hermesq-producers, nil in hermesq, which runs hermesq-producers for
 	// that command instead.
 	Launch Launcher
+	// Top draws `hermesq top`: set in hermesq-top, nil in hermesq, which
+	// runs hermesq-top for that command instead.
+	Top top.View
 
 	v *viper.Viper
 

@@ -3,6 +3,8 @@ package cli
 import (
 	"os"
 	"runtime/debug"
+
+	"github.com/hermesq/hermesq/internal/top"
 )
 
 // gcPercent is the garbage collector's target unless GOGC says otherwise.
@@ -13,15 +15,28 @@ import (
 // faster for about 15 MiB more peak memory (docs/performance.md, "Garbage collection").
 const gcPercent = 400
 
+// Hosts are what a binary adds to this package's commands: the producer
+// plugin transport (hermesq-producers) and top's terminal view
+// (hermesq-top). hermesq itself sets neither, so that the commands scripts
+// call in loops start without gRPC or a terminal library; a command whose
+// host is missing replaces the process with the binary that has it (same
+// arguments, environment, signals and exit code).
+type Hosts struct {
+	// Launch starts producer plugins (nil: hand `producers run` to
+	// hermesq-producers).
+	Launch Launcher
+	// Top draws `hermesq top` (nil: hand `top` to hermesq-top).
+	Top top.View
+}
+
 // Main runs one hermesq command line with the process's streams and
-// exits with its exit code. launch starts producer plugins (nil in
-// hermesq, which hands producers run to hermesq-producers).
-func Main(launch Launcher) {
+// exits with its exit code.
+func Main(h Hosts) {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
 	f := NewFactory(System())
-	f.Launch = launch
+	f.Launch, f.Top = h.Launch, h.Top
 	err := NewRootCmd(f).Execute()
 	os.Exit(f.Exit(err))
 }

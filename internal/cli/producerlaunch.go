@@ -14,10 +14,25 @@ import (
 // gRPC transport, package producer/plugin). Every other command is spared
 // loading gRPC and protocol buffers at each start; `hermesq producers run`
 // replaces itself with `hermesq-producers producers run …` (same process,
-// arguments, environment, signals and exit code).
+// arguments, environment, signals and exit code). Likewise `hermesq top`
+// replaces itself with hermesq-top, hermesq with top's terminal view
+// (package top/tui: bubbletea, lipgloss), which no other command loads.
 
-// ProducersBinary is the name of the binary that hosts producer plugins.
-const ProducersBinary = "hermesq-producers"
+// ProducersBinary is the name of the binary that hosts producer plugins;
+// TopBinary, of the one that draws `hermesq top`.
+const (
+	ProducersBinary = "hermesq-producers"
+	TopBinary       = "hermesq-top"
+)
+
+// siblingDoes says what a sibling binary does, for the error that says it
+// is missing.
+func siblingDoes(name string) string {
+	if name == TopBinary {
+		return "draws 'hermesq top'"
+	}
+	return "runs producer plugins"
+}
 
 // PluginClient is a started producer plugin.
 type PluginClient = producerhost.Client
@@ -29,10 +44,11 @@ type LaunchOptions = producerhost.LaunchOptions
 // Permanent() bool that reports true is not retried.
 type Launcher = producerhost.Launcher
 
-// execProducers hands this command line to hermesq-producers (see
-// above); it returns only on failure.
-func execProducers() error {
-	path, err := siblingPath(ProducersBinary)
+// execSibling hands this command line to the sibling binary name
+// (hermesq-producers or hermesq-top, see Hosts); it returns only on
+// failure.
+func execSibling(name string) error {
+	path, err := siblingPath(name)
 	if err != nil {
 		return &runError{err}
 	}
@@ -55,8 +71,8 @@ func siblingPath(name string) (string, error) {
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%s, which runs producer plugins, is neither beside this hermesq nor on PATH: "+
-			"install it with hermesq (go install github.com/hermesq/hermesq/cmd/...)", name)
+		return "", fmt.Errorf("%s, which %s, is neither beside this hermesq nor on PATH: "+
+			"install it with hermesq (go install github.com/hermesq/hermesq/cmd/...)", name, siblingDoes(name))
 	}
 	return p, nil
 }

@@ -144,7 +144,7 @@ unavailable (the events wait; run again later).`,
 
 func runProducers(ctx context.Context, o *producersRunOptions) error {
 	if o.f.Launch == nil {
-		return execProducers() // returns only on failure
+		return execSibling(ProducersBinary) // returns only on failure
 	}
 	if ctx == nil {
 		ctx = context.Background()

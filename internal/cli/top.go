@@ -28,7 +28,9 @@ Keys: up/down (k/j) select a session; enter opens its queue (esc goes
 back); s cycles the sort order, or d depth, a oldest age, u unknown,
 n name; r reads the store now; q or ctrl-c quits and restores the terminal.
 
-Top needs a terminal; without one it exits 2.`,
+Top needs a terminal; without one it exits 2. Its view is drawn by
+hermesq-top, installed beside hermesq, which this command replaces itself
+with (so that no other command loads a terminal library).`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -41,6 +43,12 @@ Top needs a terminal; without one it exits 2.`,
 				}
 				return nil
 			}
+			if f.Top == nil {
+				if err := check(); err != nil {
+					return err
+				}
+				return execSibling(TopBinary) // returns only on failure
+			}
 			return storeRun(f, check, func(_ *printer, st backend.Store, _ *Config) error {
 				ctx, cancel := context.WithCancel(cmd.Context())
 				defer cancel()
@@ -48,7 +56,7 @@ Top needs a terminal; without one it exits 2.`,
 				if err != nil {
 					return err
 				}
-				return top.Run(ctx, top.Options{Service: &admission.Service{Store: st, Now: f.Now}, Changes: changes, Sort: sortBy,
+				return f.Top(ctx, top.Options{Service: &admission.Service{Store: st, Now: f.Now}, Changes: changes, Sort: sortBy,
 					Producers: f.producerStats, In: f.IO.In, Out: f.IO.Out})
 			})
 		},

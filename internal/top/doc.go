@@ -1,7 +1,5 @@
-// Package top is the terminal UI of 'hermesq top': a bubbletea model that
-// reads the queue figures (admission.Service.Stats) and the producers'
-// whenever the store changes and every few seconds (model.go), moves a
-// selection, sorts and opens a session's queue on keys (model.go), and
-// draws the list or the queue (view.go). The command itself, its flags and
-// the store it opens, is internal/cli/top.go.
+// Package top is what the command 'hermesq top' (internal/cli/top.go) and
+// its terminal view (package top/tui) share: the sort orders and the
+// options of a view. It links no terminal library, so that hermesq, which
+// hands 'top' to hermesq-top, starts without one.
 package top

@@ -28,7 +28,10 @@ func TestImportDirection(t *testing.T) {
 		// hosted: hermesq itself starts without it (hermesq-producers hosts), nor
 		// protocol buffers, whose initialisation reads the executable.
 		{pkg: "pkg/producer", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc"}},
-		{pkg: "cmd/hermesq", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc", "google.golang.org/protobuf"}},
+		// Nor top's terminal view (hermesq-top draws it), nor, through the
+		// command's options, any terminal library.
+		{pkg: "cmd/hermesq", forbidden: []string{"github.com/hashicorp/go-plugin", "google.golang.org/grpc", "google.golang.org/protobuf",
+			mod + "internal/top/tui", "github.com/charmbracelet/", "github.com/muesli/termenv"}},
 		// The producer host: the contract logic and the SDK (the outbox is
 		// bbolt), but no store,
 		// no CLI library, and not the plugin transport (a Launcher is
@@ -42,7 +45,8 @@ func TestImportDirection(t *testing.T) {
 		// program can import, with nothing internal.
 		{pkg: "internal/process", forbidden: []string{
 			mod + "internal/", mod + "plugins/", mod + "pkg/admission", "github.com/spf13/", "github.com/redis/", "go.etcd.io/bbolt"}},
-		{pkg: "internal/top", forbidden: []string{mod + "internal/cli", mod + "plugins/", "github.com/spf13/", "github.com/redis/"}},
+		{pkg: "internal/top", forbidden: []string{mod + "internal/cli", mod + "plugins/", "github.com/spf13/", "github.com/redis/", "github.com/charmbracelet/"}},
+		{pkg: "internal/top/tui", forbidden: []string{mod + "internal/cli", mod + "plugins/", "github.com/spf13/", "github.com/redis/"}},
 		{pkg: "internal/termtext", forbidden: []string{
 			mod + "internal/", mod + "plugins/", "github.com/spf13/", "github.com/redis/", "github.com/charmbracelet/"}},
 		{pkg: "pkg/stats", forbidden: []string{

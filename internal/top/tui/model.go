@@ -1,14 +1,14 @@
-package top
+package tui
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/hermesq/hermesq/internal/top"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
 	"github.com/hermesq/hermesq/pkg/stats"
@@ -18,24 +18,9 @@ import (
 // notification, so ages keep moving on a quiet store.
 const refresh = 5 * time.Second
 
-// Sorts are top's sort orders, in the order the s key cycles through them.
-var Sorts = []string{"session", "depth", "age", "unknown"}
-
-// Options are what top shows and where.
-type Options struct {
-	Service *admission.Service
-	// Changes are the store's change notifications (Store.Subscribe).
-	Changes <-chan string
-	Sort    string // one of Sorts
-	// Producers reads the producers' outboxes (nil: none shown).
-	Producers func(context.Context) ([]stats.Producer, error)
-	In        io.Reader
-	Out       io.Writer
-}
-
 // Run shows top on o.Out, a terminal, until the operator quits or ctx
 // ends, and restores the terminal.
-func Run(ctx context.Context, o Options) error {
+func Run(ctx context.Context, o top.Options) error {
 	m := &model{svc: o.Service, ctx: ctx, changes: o.Changes, sort: o.Sort, producers: o.Producers}
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithInput(o.In), tea.WithOutput(o.Out), tea.WithContext(ctx))
 	final, err := p.Run()
@@ -181,9 +166,9 @@ func (m *model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case "esc", "backspace", "left", "h":
 		m.open, m.queue = "", nil
 	case "s":
-		for i, s := range Sorts {
+		for i, s := range top.Sorts {
 			if s == m.sort {
-				m.sort = Sorts[(i+1)%len(Sorts)]
+				m.sort = top.Sorts[(i+1)%len(top.Sorts)]
 				break
 			}
 		}
