@@ -22,6 +22,11 @@ type env struct {
 	// noStoreFlag leaves --store out, for tests of where the store URL
 	// comes from.
 	noStoreFlag bool
+	// partial builds each invocation's tree as hermesq does
+	// (NewRootCmdFor: the named command alone) instead of whole; built
+	// records the number of top-level commands of the last tree built.
+	partial bool
+	built   int
 }
 
 // result is one finished invocation.
@@ -66,6 +71,10 @@ func (e *env) runWith(stdin string, tty bool, args ...string) result {
 		full = append([]string{"--store", e.store}, args...)
 	}
 	root := NewRootCmd(f)
+	if e.partial {
+		root = NewRootCmdFor(f, full)
+	}
+	e.built = len(root.Commands())
 	root.SetArgs(full)
 	err := root.ExecuteContext(context.Background())
 	code := f.Exit(err)

@@ -37,6 +37,6 @@ func Main(h Hosts) {
 	}
 	f := NewFactory(System())
 	f.Launch, f.Top = h.Launch, h.Top
-	err := NewRootCmd(f).Execute()
+	err := NewRootCmdFor(f, os.Args[1:]).Execute()
 	os.Exit(f.Exit(err))
 }

@@ -6,10 +6,89 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// commands are the top-level commands, in the order help lists them.
+var commands = []struct {
+	name  string
+	build func(*Factory) *cobra.Command
+}{
+	{"admit", newAdmitCmd},
+	{"drain", newDrainCmd},
+	{"session", newSessionCmd},
+	{"sessions", newSessionsCmd},
+	{"viewer", newViewerCmd},
+	{"attach", newAttachCmd},
+	{"queue", newQueueCmd},
+	{"show", newShowCmd},
+	{"find", newFindCmd},
+	{"transcript", newTranscriptCmd},
+	{"resolve", newResolveCmd},
+	{"cancel", newCancelCmd},
+	{"replay", newReplayCmd},
+	{"stats", newStatsCmd},
+	{"check", newCheckCmd},
+	{"compact", newCompactCmd},
+	{"top", newTopCmd},
+	{"version", newVersionCmd},
+	{"export", newExportCmd},
+	{"import", newImportCmd},
+	{"admin", newAdminCmd},
+	{"producers", newProducersCmd},
+	{"delegate", newDelegateCmd},
+	{"doctor", newDoctorCmd},
+	{"proc", newProcCmd},
+}
+
 // NewRootCmd builds the whole command tree of one invocation around f. It
 // binds the persistent flags to f's viper instance; nothing is read or
 // opened until a command runs.
 func NewRootCmd(f *Factory) *cobra.Command {
+	root := newRoot(f)
+	for _, c := range commands {
+		root.AddCommand(c.build(f))
+	}
+	root.SetHelpCommand(newHelpCmd())
+	markRunErrors(root)
+	return root
+}
+
+// NewRootCmdFor builds the tree that runs the command line args: when they
+// name a top-level command (after any of the root's flags), the root with
+// that command alone, else the whole tree (the root's help, help topics,
+// completion and the suggestions for a mistyped command need it). A
+// command runs, prints its help and its errors alike in both; building
+// only it spares every run of a script's `hermesq admit` the other two
+// dozen commands and their flags.
+func NewRootCmdFor(f *Factory, args []string) *cobra.Command {
+	root := newRoot(f)
+	stubs := make([]*cobra.Command, len(commands))
+	for i, c := range commands {
+		stubs[i] = &cobra.Command{Use: c.name, Run: func(*cobra.Command, []string) {}}
+	}
+	root.AddCommand(stubs...)
+	found, _, err := root.Find(args)
+	root.RemoveCommand(stubs...)
+	name := ""
+	if err == nil && found != root {
+		name = found.Name()
+	}
+	for _, c := range commands {
+		if c.name == name {
+			root.AddCommand(c.build(f))
+			markRunErrors(root)
+			return root
+		}
+	}
+	for _, c := range commands {
+		root.AddCommand(c.build(f))
+	}
+	root.SetHelpCommand(newHelpCmd())
+	markRunErrors(root)
+	return root
+}
+
+// newRoot is the root command alone, its persistent flags bound to f's
+// viper instance.
+func newRoot(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "hermesq",
 		Short: "Durable per-session FIFO queues of inputs for conversational agents",
@@ -65,35 +144,6 @@ Exit codes:
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletion(formatText, formatJSON, formatJSONL))
 	_ = root.MarkPersistentFlagFilename("config", "yaml", "yml", "json", "toml")
 
-	root.AddCommand(
-		newAdmitCmd(f),
-		newDrainCmd(f),
-		newSessionCmd(f),
-		newSessionsCmd(f),
-		newViewerCmd(f),
-		newAttachCmd(f),
-		newQueueCmd(f),
-		newShowCmd(f),
-		newFindCmd(f),
-		newTranscriptCmd(f),
-		newResolveCmd(f),
-		newCancelCmd(f),
-		newReplayCmd(f),
-		newStatsCmd(f),
-		newCheckCmd(f),
-		newCompactCmd(f),
-		newTopCmd(f),
-		newVersionCmd(f),
-		newExportCmd(f),
-		newImportCmd(f),
-		newAdminCmd(f),
-		newProducersCmd(f),
-		newDelegateCmd(f),
-		newDoctorCmd(f),
-		newProcCmd(f),
-	)
-	root.SetHelpCommand(newHelpCmd())
-	markRunErrors(root)
 	return root
 }
 
