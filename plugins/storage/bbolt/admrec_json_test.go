@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/hermesq/hermesq/pkg/backend"
@@ -83,4 +85,84 @@ func BenchmarkAdmRecEncode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// FuzzSessionRecJSON: a session record is written exactly as an
+// encoding/json Encoder without HTML escaping writes it, whatever its
+// strings, grants, counts and times; what encoding/json refuses to write
+// (a time outside years 0-9999) is refused as ErrInternal.
+func FuzzSessionRecJSON(f *testing.F) {
+	f.Add("s1", "alice", "bob", "writer", "watch", "s1", "d1", "p", uint8(1), uint64(1), uint64(2), uint64(3), int64(1), int32(0), int64(0), int32(0), 1, 2, 3)
+	f.Add("s\xff\u2028", "<a&b>", "", "", "", "\"\\\x01", "", "", uint8(3), uint64(1<<63), uint64(0), uint64(0), int64(-1<<63), int32(3600), int64(253402300800), int32(-86400), -1, 0, 1<<40)
+	f.Add("", "", "", "", "", "", "", "", uint8(0), uint64(0), uint64(0), uint64(0), int64(0), int32(86399), int64(-62167219201), int32(-89999), 0, 0, 0)
+	f.Fuzz(func(t *testing.T, id, owner, principal, role, producer, current, holder, leasePrincipal string, grants uint8,
+		epoch, generation, next uint64, created int64, createdOffset int32, expires int64, expiresOffset int32, queued, running, unknown int) {
+		r := &sessionRec{
+			SessionRecord: backend.SessionRecord{ID: id, Owner: owner, CurrentTranscript: current, Epoch: epoch, Generation: generation, NextSeq: next,
+				CreatedAt: time.Unix(0, created).In(time.FixedZone("", int(createdOffset)))},
+			LeaseHolder: holder, LeasePrincipal: leasePrincipal, Queued: queued, Running: running, Unknown: unknown,
+			LeaseExpiresAt: time.Unix(expires, 0).In(time.FixedZone("z", int(expiresOffset))),
+		}
+		switch grants % 4 { // nil, empty, one, two with producers
+		case 1:
+			r.Grants = []backend.Grant{}
+		case 2:
+			r.Grants = []backend.Grant{{Principal: principal, Role: backend.GrantRole(role)}}
+		case 3:
+			r.Grants = []backend.Grant{{Principal: principal, Role: backend.GrantRole(role), Producers: []string{producer, role}}, {Principal: producer}}
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		stdErr := enc.Encode(r)
+		got, err := encode(r)
+		if stdErr != nil {
+			if err == nil || !errors.Is(err, backend.ErrInternal) {
+				t.Fatalf("encoding/json refuses %#v (%v); ours gives %q, %v", r, stdErr, got, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("encoding/json writes %s; ours refuses: %v", want.Bytes(), err)
+		}
+		if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+			t.Fatalf("encodes unlike encoding/json:\nours %s\nstd  %s", got, w)
+		}
+	})
+}
+
+// BenchmarkRecordDecode: a session and an admission record read by
+// decode (decodeRecord) against the JSON decoder, which read them before.
+func BenchmarkRecordDecode(b *testing.B) {
+	now := time.Now()
+	recs := map[string]any{
+		"session": &sessionRec{SessionRecord: backend.SessionRecord{ID: "b", Owner: "alice", CurrentTranscript: "b", NextSeq: 12346, CreatedAt: now},
+			LeaseExpiresAt: now, Queued: 3},
+		"admission": &admRec{ID: "01JZ0000000000000000000000", Session: "b", Seq: 12345, Kind: "automation", Producer: "bench",
+			Principal: "alice", Identities: []string{"completion:b:12345"}, Payload: `{"text":"[finished] make test (exit 0)"}`,
+			PinnedTarget: "b", Status: "queued", AdmittedAt: now},
+	}
+	for name, v := range recs {
+		data, err := encode(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fresh := func() any { return reflect.New(reflect.TypeOf(v).Elem()).Interface() }
+		b.Run(name+"/decode", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := decode(name, data, fresh()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/jsonv2", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := jsonv2.Unmarshal(data, fresh(), v1Options); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -22,6 +24,14 @@ func FuzzRecordCodec(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"s1","owner":"alice","grants":[{"principal":"bob","role":"writer","producers":["watch"]}],"current_transcript":"s1","epoch":3,"generation":4,"next_seq":5,"created_at":"2031-01-02T03:04:05Z","lease_holder":"d1","lease_expires_at":"2031-01-02T03:04:05Z","queued":1,"running":2,"unknown":3}`,
 		`{"id":"s1","owner":"alice","grants":["bob"]}`,
+		// As the store writes them (decodeRecord's path), and near misses
+		// that go to the JSON decoder.
+		`{"id":"s1","owner":"alice","grants":null,"current_transcript":"s1","epoch":0,"generation":0,"next_seq":1,"created_at":"2031-01-02T03:04:05.123456789Z","lease_expires_at":"0001-01-01T00:00:00Z","queued":0,"running":0,"unknown":0}`,
+		`{"id":"s1","owner":"alice","grants":[],"queued":-1}`, `{"grants":[{}],"epoch":01}`, `{"grants":[{"principal":"a","producers":[]},{"role":"reader"}]}`,
+		`{"id":"t1","session":"s1","parent":null,"child":"t2","ended_at":null,"end_reason":null,"message_count":3,"note_count":1,"created_at":"2031-01-02T03:04:05+02:00"}`,
+		`{"id":"t1","ended_at":"2031-01-02T03:04:05Z","end_reason":"tui_close","parent":"","id":"t2"}`, `{"message_count":null}`,
+		`{"id":"a","session":"s1","seq":18446744073709551615,"kind":"automation","identities":[],"payload":"{\"text\":\"a\\nb\\t\/\"}","status":"queued","admitted_at":"2031-01-02T03:04:05Z","started_at":"0001-01-01T00:00:00Z","settled_at":"0001-01-01T00:00:00Z"}`,
+		`{"id":"a","identities":["x","y"],"payload":"\u0041","error":"\b\f\r"}`, `{"id":"a","Id":"b"}`, "{\"id\":\"\xe2\x80\xa8\xed\xa0\x80\"}", `{}`, `{"id":"a",}`, `{"seq":0}`, `{"seq":00}`,
 		`{"id":"a","session":"s1","seq":1,"kind":"human","principal":"p","payload":"{\"text\":\"x\"}","status":"queued"}`,
 		`{"ID":"t","Session":"s1","MessageCount":2}`,
 		`{"grants":[1,{"role":7}]}`,
@@ -106,4 +116,40 @@ func FuzzRecordCodec(f *testing.F) {
 		}
 		check("admins", func() any { return &[]string{} })
 	})
+}
+
+// The records the store writes are read without the JSON decoder
+// (decodeRecord), whatever their strings hold; FuzzRecordCodec holds that
+// path to encoding/json.
+func TestRecordsReadWithoutDecoder(t *testing.T) {
+	at := time.Date(2031, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	recs := []any{
+		&sessionRec{SessionRecord: backend.SessionRecord{ID: "s1", Owner: "alice", CurrentTranscript: "s1", NextSeq: 7, CreatedAt: at}},
+		&sessionRec{SessionRecord: backend.SessionRecord{ID: "s\n1", Owner: `a"b\c`, Grants: []backend.Grant{
+			{Principal: "bob", Role: backend.RoleWriter}, {Principal: "w", Role: "producer", Producers: []string{"watch", "x/y"}}},
+			Epoch: 3, Generation: 4, NextSeq: 5, CreatedAt: at.UTC()}, LeaseHolder: "d1", LeaseExpiresAt: at, LeasePrincipal: "p", Queued: 2, Running: 1},
+		&admRec{ID: "a1", Session: "s1", Seq: 9, Kind: "human", Principal: "alice", RequestID: "r1", Payload: `{"text":"line 1\nline 2\t\"quoted\""}`,
+			Status: "queued", AdmittedAt: at},
+		&admRec{ID: "a2", Session: "s1", Seq: 10, Kind: "automation", Producer: "watch", Identities: []string{"completion:x", "é"},
+			Payload: `{"text":"[finished] make (exit 0)"}`, Status: "done", Outcome: "completed", Mode: "note", Epoch: 2, Generation: 3,
+			AdmittedAt: at, StartedAt: at, SettledAt: at, ReplayOf: "a0", Error: "boom"},
+	}
+	for _, v := range recs {
+		b, err := encode(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		if !decodeRecord(b, fresh) {
+			t.Errorf("%s is left to the JSON decoder", b)
+		}
+	}
+	tr := backend.Transcript{ID: "t1", Session: "s1", Parent: "t0", MessageCount: 3, NoteCount: 1, CreatedAt: at}
+	b, err := encode(&tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !decodeRecord(b, &backend.Transcript{}) {
+		t.Errorf("%s is left to the JSON decoder", b)
+	}
 }

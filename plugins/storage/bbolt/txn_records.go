@@ -117,15 +117,26 @@ func timesWritable(v any) bool {
 func encode(v any) ([]byte, error) { return encodeWith(v, 0) }
 
 // encodeWith writes a record with segmentio's encoder and flags (0: what
-// an encoding/json Encoder without HTML escaping writes); an admission
-// record with flags 0 by hand (admRec.appendJSON), to the same bytes.
+// an encoding/json Encoder without HTML escaping writes); an admission or
+// session record with flags 0 by hand (admRec.appendJSON,
+// sessionRec.appendJSON), to the same bytes.
 func encodeWith(v any, flags fastjson.AppendFlags) ([]byte, error) {
-	if r, ok := v.(*admRec); ok && flags == 0 {
+	if flags == 0 {
 		// appendJSON refuses what encoding/json refuses, times included.
-		if b, ok := r.appendJSON(make([]byte, 0, 512+len(r.Payload))); ok {
-			return b, nil
+		var b []byte
+		ok := true
+		switch r := v.(type) {
+		case *admRec:
+			b, ok = r.appendJSON(make([]byte, 0, 512+len(r.Payload)))
+		case *sessionRec:
+			b, ok = r.appendJSON(make([]byte, 0, 256))
 		}
-		return nil, refused(v)
+		switch {
+		case b != nil:
+			return b, nil
+		case !ok:
+			return nil, refused(v)
+		}
 	}
 	if !timesWritable(v) {
 		return nil, refused(v)
@@ -186,6 +197,9 @@ func encodeMessage(m *backend.Message) ([]byte, error) {
 var v1Options = jsonv1.DefaultOptionsV1()
 
 func decode(what string, b []byte, v any) error {
+	if decodeRecord(b, v) {
+		return nil
+	}
 	if err := jsonv2.Unmarshal(b, v, v1Options); err != nil {
 		return fmt.Errorf("bbolt: decode %s: %v: %w", what, err, backend.ErrInternal)
 	}
