@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -80,5 +83,68 @@ func TestRootForRunsAsTheWholeTree(t *testing.T) {
 		return c.alone
 	}) {
 		t.Fatal("no case builds a command alone")
+	}
+}
+
+// A command built alone resolves its configuration as in the whole tree:
+// a setting other commands bind to their flags (drain's lease, handler
+// timeout and on-unknown, producers' plugin folder) has, unbound, the
+// same default, and the environment and the config file set it alike.
+func TestRootForResolvesTheSameConfig(t *testing.T) {
+	e := newEnv(t)
+	file := "drain:\n  lease: 45s\n  on_unknown: requeue\nhandler:\n  timeout: 5s\n  command: [\"true\"]\nplugin_dir: /opt/plugins\n"
+	for _, setup := range []struct {
+		name string
+		env  map[string]string
+		file string
+	}{
+		{"defaults", nil, ""},
+		{"environment", map[string]string{envName(keyDrainLease): "2m", envName(keyHandlerTimeout): "9s",
+			envName(keyOnUnknown): "interrupt", envName(keyPluginDir): "/srv/plugins"}, ""},
+		{"config file", nil, file},
+	} {
+		t.Run(setup.name, func(t *testing.T) {
+			for k, v := range setup.env {
+				t.Setenv(k, v)
+			}
+			cfgFile := filepath.Join(e.dir, "config", "hermesq", "config.yaml")
+			if err := os.MkdirAll(filepath.Dir(cfgFile), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if setup.file != "" {
+				if err := os.WriteFile(cfgFile, []byte(setup.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.Remove(cfgFile) })
+			}
+			type resolved struct {
+				Config   *Config
+				Producer *ProducerConfig
+				Errs     string
+			}
+			resolve := func(f *Factory) resolved {
+				c, err := f.Config()
+				p, perr := f.producerConfig()
+				return resolved{c, p, fmt.Sprint(err, perr)}
+			}
+			whole := NewFactory(System())
+			NewRootCmd(whole)
+			want := resolve(whole)
+			if want.Errs != "<nil> <nil>" {
+				t.Fatalf("the whole tree's configuration: %s", want.Errs)
+			}
+			if setup.name != "defaults" && (want.Config.DrainLease == 0 || want.Config.OnUnknown == "pause" || want.Producer.PluginDir == "") {
+				t.Fatalf("the %s did not set the configuration: %+v", setup.name, want)
+			}
+			for _, c := range commands {
+				alone := NewFactory(System())
+				if root := NewRootCmdFor(alone, []string{"--store", e.store, c.name}); len(root.Commands()) != 1 {
+					t.Fatalf("%s: built %d commands, want it alone", c.name, len(root.Commands()))
+				}
+				if d := cmp.Diff(want, resolve(alone)); d != "" {
+					t.Errorf("%s alone resolves another configuration than the whole tree (-whole +alone):\n%s", c.name, d)
+				}
+			}
+		})
 	}
 }
