@@ -404,3 +404,18 @@ func (c *cli) runStdin(stdin string, args ...string) result {
 	}
 	return r
 }
+
+// aloneCopy copies the hermesq binary bin into a folder of its own, with
+// neither hermesq-producers nor hermesq-top beside it.
+func aloneCopy(t *testing.T, bin string) string {
+	t.Helper()
+	alone := filepath.Join(t.TempDir(), "hermesq")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return alone
+}

@@ -428,15 +428,7 @@ func TestPluginPermissions(t *testing.T) {
 // nothing.
 func TestProducersRunWithoutHost(t *testing.T) {
 	c := withPlugins(t, newCLI(t, "bbolt://"+filepath.Join(t.TempDir(), "hermesq.db")), "delegation")
-	alone := filepath.Join(t.TempDir(), "hermesq")
-	data, err := os.ReadFile(c.bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(alone, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c.bin = alone
+	c.bin = aloneCopy(t, c.bin)
 	r := c.run([]string{"PATH=/usr/bin:/bin"}, "producers", "run", "--once")
 	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "hermesq-producers") {
 		t.Fatalf("producers run without hermesq-producers: want exit 1 and one line naming it: %v", r)

@@ -158,15 +158,7 @@ func TestTopWithoutView(t *testing.T) {
 	bin := tmuxBin(t)
 	c := newCLI(t, "bbolt://"+filepath.Join(t.TempDir(), "hermesq.db"))
 	c.ok("session", "open", "s1")
-	alone := filepath.Join(t.TempDir(), "hermesq")
-	data, err := os.ReadFile(c.bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(alone, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c.bin = alone
+	c.bin = aloneCopy(t, c.bin)
 	noPath := []string{"PATH=/usr/bin:/bin"}
 	if r := c.run(noPath, "top"); r.code != 2 || !strings.Contains(r.stderr, "needs a terminal") {
 		t.Errorf("top without a terminal or hermesq-top: want exit 2, a terminal needed: %v", r)

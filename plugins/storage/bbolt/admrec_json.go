@@ -31,14 +31,7 @@ func (r *admRec) appendJSON(b []byte) ([]byte, bool) {
 	b = opt(b, `,"principal":`, r.Principal)
 	b = opt(b, `,"request_id":`, r.RequestID)
 	if len(r.Identities) > 0 {
-		b = append(b, `,"identities":[`...)
-		for i, id := range r.Identities {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = str(b, id)
-		}
-		b = append(b, ']')
+		b = appendStrings(append(b, `,"identities":`...), r.Identities)
 	}
 	b = str(append(b, `,"payload":`...), r.Payload)
 	b = opt(b, `,"pinned_target":`, r.PinnedTarget)
@@ -65,6 +58,19 @@ func (r *admRec) appendJSON(b []byte) ([]byte, bool) {
 	b = opt(b, `,"error":`, r.Error)
 	b = opt(b, `,"payload_sha1":`, r.PayloadSHA1)
 	return append(b, '}'), true
+}
+
+// appendStrings appends list as a JSON array of strings, as an Encoder
+// without HTML escaping writes it.
+func appendStrings(b []byte, list []string) []byte {
+	b = append(b, '[')
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = backend.AppendEncoderString(b, s)
+	}
+	return append(b, ']')
 }
 
 // appendTime appends t as its MarshalJSON writes it: between quotes, what

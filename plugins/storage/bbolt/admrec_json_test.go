@@ -41,23 +41,7 @@ func FuzzAdmRecJSON(f *testing.F) {
 			StartedAt:  time.Unix(started, 0).In(time.FixedZone("z", int(startedOffset))),
 			ReplayOf:   principal, Error: errText, PayloadSHA1: producer,
 		}
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		stdErr := enc.Encode(r)
-		got, err := encode(r)
-		if stdErr != nil {
-			if err == nil || !errors.Is(err, backend.ErrInternal) {
-				t.Fatalf("encoding/json refuses %#v (%v); ours gives %q, %v", r, stdErr, got, err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("encoding/json writes %s; ours refuses: %v", want.Bytes(), err)
-		}
-		if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
-			t.Fatalf("encodes unlike encoding/json:\nours %s\nstd  %s", got, w)
-		}
+		encodesAsEncoder(t, r)
 	})
 }
 
@@ -111,23 +95,7 @@ func FuzzSessionRecJSON(f *testing.F) {
 		case 3:
 			r.Grants = []backend.Grant{{Principal: principal, Role: backend.GrantRole(role), Producers: []string{producer, role}}, {Principal: producer}}
 		}
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		stdErr := enc.Encode(r)
-		got, err := encode(r)
-		if stdErr != nil {
-			if err == nil || !errors.Is(err, backend.ErrInternal) {
-				t.Fatalf("encoding/json refuses %#v (%v); ours gives %q, %v", r, stdErr, got, err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("encoding/json writes %s; ours refuses: %v", want.Bytes(), err)
-		}
-		if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
-			t.Fatalf("encodes unlike encoding/json:\nours %s\nstd  %s", got, w)
-		}
+		encodesAsEncoder(t, r)
 	})
 }
 
@@ -164,5 +132,29 @@ func BenchmarkRecordDecode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// encodesAsEncoder fails t unless encode writes r exactly as an
+// encoding/json Encoder without HTML escaping does, or refuses it as
+// ErrInternal where that Encoder refuses it.
+func encodesAsEncoder(t *testing.T, r any) {
+	t.Helper()
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	stdErr := enc.Encode(r)
+	got, err := encode(r)
+	if stdErr != nil {
+		if err == nil || !errors.Is(err, backend.ErrInternal) {
+			t.Fatalf("encoding/json refuses %#v (%v); ours gives %q, %v", r, stdErr, got, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("encoding/json writes %s; ours refuses: %v", want.Bytes(), err)
+	}
+	if w := bytes.TrimSuffix(want.Bytes(), []byte("\n")); !bytes.Equal(got, w) {
+		t.Fatalf("encodes unlike encoding/json:\nours %s\nstd  %s", got, w)
 	}
 }

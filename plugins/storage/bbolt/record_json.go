@@ -56,10 +56,23 @@ type recReader struct {
 	fail bool
 }
 
-// member reads the next member's key and its colon; false at the end of
-// the object or on failure. seen holds the bit of each key read so far
-// (bit is the key's): a key read twice fails.
-func (r *recReader) member(seen *uint32, bit func(key []byte) int) (int, bool) {
+// members reads an object's members: each key, one of keys read once,
+// is handed to value, which reads the member's value.
+func (r *recReader) members(keys []string, value func(key string)) {
+	var seen uint32
+	for {
+		k, ok := r.member(&seen, keys)
+		if !ok {
+			return
+		}
+		value(keys[k])
+	}
+}
+
+// member reads the next member's key and its colon, and returns the key's
+// index in keys; false at the end of the object or on failure. seen holds
+// the bit of each key read so far: a key read twice fails.
+func (r *recReader) member(seen *uint32, keys []string) (int, bool) {
 	if r.fail {
 		return 0, false
 	}
@@ -96,7 +109,7 @@ func (r *recReader) member(seen *uint32, bit func(key []byte) int) (int, bool) {
 	if j+1 >= len(r.b) || r.b[j+1] != ':' {
 		return r.failed()
 	}
-	k := bit(r.b[r.i+1 : j])
+	k := keyIndex(keys, r.b[r.i+1:j])
 	if k < 0 || *seen&(1<<k) != 0 {
 		return r.failed()
 	}
@@ -189,21 +202,20 @@ func (r *recReader) str() string {
 	return ""
 }
 
-// strs reads an array of strings ([] is an empty slice, not nil).
-func (r *recReader) strs() []string {
+// elements reads an array, handing each element to elem, which reads it.
+func (r *recReader) elements(elem func()) {
 	if r.fail || r.i >= len(r.b) || r.b[r.i] != '[' {
 		r.fail = true
-		return nil
+		return
 	}
 	r.i++
-	out := []string{}
 	if r.i < len(r.b) && r.b[r.i] == ']' {
 		r.i++
-		return out
+		return
 	}
 	for !r.fail {
-		out = append(out, r.str())
-		if r.i >= len(r.b) {
+		elem()
+		if r.fail || r.i >= len(r.b) {
 			break
 		}
 		switch r.b[r.i] {
@@ -212,12 +224,21 @@ func (r *recReader) strs() []string {
 			continue
 		case ']':
 			r.i++
-			return out
+			return
 		}
 		break
 	}
 	r.fail = true
-	return nil
+}
+
+// strs reads an array of strings ([] is an empty slice, not nil).
+func (r *recReader) strs() []string {
+	out := []string{}
+	r.elements(func() { out = append(out, r.str()) })
+	if r.fail {
+		return nil
+	}
+	return out
 }
 
 // uint reads a number of plain digits, without leading zeros, that fits
@@ -271,13 +292,8 @@ var sessionKeys = [...]string{"id", "owner", "grants", "current_transcript", "ep
 	"created_at", "lease_holder", "lease_expires_at", "lease_principal", "queued", "running", "unknown"}
 
 func (r *recReader) session(s *sessionRec) bool {
-	var seen uint32
-	for {
-		k, ok := r.member(&seen, func(key []byte) int { return keyIndex(sessionKeys[:], key) })
-		if !ok {
-			break
-		}
-		switch sessionKeys[k] {
+	r.members(sessionKeys[:], func(key string) {
+		switch key {
 		case "id":
 			s.ID = r.str()
 		case "owner":
@@ -307,7 +323,7 @@ func (r *recReader) session(s *sessionRec) bool {
 		case "unknown":
 			s.Unknown = r.int()
 		}
-	}
+	})
 	return r.done()
 }
 
@@ -319,26 +335,12 @@ func (r *recReader) grants() []backend.Grant {
 	if r.null() {
 		return nil
 	}
-	if r.fail || r.i >= len(r.b) || r.b[r.i] != '[' {
-		r.fail = true
-		return nil
-	}
-	r.i++
 	out := []backend.Grant{}
-	if r.i < len(r.b) && r.b[r.i] == ']' {
-		r.i++
-		return out
-	}
-	for !r.fail {
+	r.elements(func() {
 		sub := recReader{b: r.b[r.i:]}
 		var g backend.Grant
-		var seen uint32
-		for {
-			k, ok := sub.member(&seen, func(key []byte) int { return keyIndex(grantKeys[:], key) })
-			if !ok {
-				break
-			}
-			switch grantKeys[k] {
+		sub.members(grantKeys[:], func(key string) {
+			switch key {
 			case "principal":
 				g.Principal = sub.str()
 			case "role":
@@ -346,27 +348,18 @@ func (r *recReader) grants() []backend.Grant {
 			case "producers":
 				g.Producers = sub.strs()
 			}
-		}
+		})
 		if sub.fail {
-			break
+			r.fail = true
+			return
 		}
 		out = append(out, g)
 		r.i += sub.i
-		if r.i >= len(r.b) {
-			break
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-			continue
-		case ']':
-			r.i++
-			return out
-		}
-		break
+	})
+	if r.fail {
+		return nil
 	}
-	r.fail = true
-	return nil
+	return out
 }
 
 var admissionKeys = [...]string{"id", "session", "seq", "kind", "producer", "principal", "request_id", "identities",
@@ -374,13 +367,8 @@ var admissionKeys = [...]string{"id", "session", "seq", "kind", "producer", "pri
 	"admitted_at", "started_at", "settled_at", "replay_of", "error", "payload_sha1"}
 
 func (r *recReader) admission(a *admRec) bool {
-	var seen uint32
-	for {
-		k, ok := r.member(&seen, func(key []byte) int { return keyIndex(admissionKeys[:], key) })
-		if !ok {
-			break
-		}
-		switch admissionKeys[k] {
+	r.members(admissionKeys[:], func(key string) {
+		switch key {
 		case "id":
 			a.ID = r.str()
 		case "session":
@@ -426,7 +414,7 @@ func (r *recReader) admission(a *admRec) bool {
 		case "payload_sha1":
 			a.PayloadSHA1 = r.str()
 		}
-	}
+	})
 	return r.done()
 }
 
@@ -436,7 +424,6 @@ var transcriptKeys = [...]string{"id", "session", "parent", "child", "ended_at",
 // transcript reads a transcript as its UnmarshalJSON does: a null string
 // or time is the zero value, and times are in UTC.
 func (r *recReader) transcript(t *backend.Transcript) bool {
-	var seen uint32
 	optStr := func() string {
 		if r.null() {
 			return ""
@@ -449,12 +436,8 @@ func (r *recReader) transcript(t *backend.Transcript) bool {
 		}
 		return r.time().UTC()
 	}
-	for {
-		k, ok := r.member(&seen, func(key []byte) int { return keyIndex(transcriptKeys[:], key) })
-		if !ok {
-			break
-		}
-		switch transcriptKeys[k] {
+	r.members(transcriptKeys[:], func(key string) {
+		switch key {
 		case "id":
 			t.ID = r.str()
 		case "session":
@@ -474,7 +457,7 @@ func (r *recReader) transcript(t *backend.Transcript) bool {
 		case "created_at":
 			t.CreatedAt = optTime()
 		}
-	}
+	})
 	return r.done()
 }
 
@@ -507,14 +490,7 @@ func (s *sessionRec) appendJSON(b []byte) ([]byte, bool) {
 			b = str(append(b, `{"principal":`...), g.Principal)
 			b = str(append(b, `,"role":`...), string(g.Role))
 			if len(g.Producers) > 0 {
-				b = append(b, `,"producers":[`...)
-				for j, p := range g.Producers {
-					if j > 0 {
-						b = append(b, ',')
-					}
-					b = str(b, p)
-				}
-				b = append(b, ']')
+				b = appendStrings(append(b, `,"producers":`...), g.Producers)
 			}
 			b = append(b, '}')
 		}
