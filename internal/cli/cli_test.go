@@ -24,7 +24,8 @@ type env struct {
 	noStoreFlag bool
 	// partial builds each invocation's tree as hermesq does
 	// (NewRootCmdFor: the named command alone) instead of whole; built
-	// records the number of top-level commands of the last tree built.
+	// records the number of top-level commands of the last such tree (the
+	// tests that set partial run one invocation at a time).
 	partial bool
 	built   int
 }
@@ -73,8 +74,8 @@ func (e *env) runWith(stdin string, tty bool, args ...string) result {
 	root := NewRootCmd(f)
 	if e.partial {
 		root = NewRootCmdFor(f, full)
+		e.built = len(root.Commands())
 	}
-	e.built = len(root.Commands())
 	root.SetArgs(full)
 	err := root.ExecuteContext(context.Background())
 	code := f.Exit(err)
