@@ -41,15 +41,7 @@ var commands = []struct {
 // NewRootCmd builds the whole command tree of one invocation around f. It
 // binds the persistent flags to f's viper instance; nothing is read or
 // opened until a command runs.
-func NewRootCmd(f *Factory) *cobra.Command {
-	root := newRoot(f)
-	for _, c := range commands {
-		root.AddCommand(c.build(f))
-	}
-	root.SetHelpCommand(newHelpCmd())
-	markRunErrors(root)
-	return root
-}
+func NewRootCmd(f *Factory) *cobra.Command { return wholeTree(f, newRoot(f)) }
 
 // NewRootCmdFor builds the tree that runs the command line args: when they
 // name a top-level command (after any of the root's flags), the root with
@@ -62,22 +54,25 @@ func NewRootCmdFor(f *Factory, args []string) *cobra.Command {
 	root := newRoot(f)
 	stubs := make([]*cobra.Command, len(commands))
 	for i, c := range commands {
-		stubs[i] = &cobra.Command{Use: c.name, Run: func(*cobra.Command, []string) {}}
+		stubs[i] = &cobra.Command{Use: c.name}
 	}
 	root.AddCommand(stubs...)
 	found, _, err := root.Find(args)
 	root.RemoveCommand(stubs...)
-	name := ""
 	if err == nil && found != root {
-		name = found.Name()
-	}
-	for _, c := range commands {
-		if c.name == name {
-			root.AddCommand(c.build(f))
-			markRunErrors(root)
-			return root
+		for i, stub := range stubs {
+			if stub == found {
+				root.AddCommand(commands[i].build(f))
+				markRunErrors(root)
+				return root
+			}
 		}
 	}
+	return wholeTree(f, root)
+}
+
+// wholeTree adds every command and the help topics to root.
+func wholeTree(f *Factory, root *cobra.Command) *cobra.Command {
 	for _, c := range commands {
 		root.AddCommand(c.build(f))
 	}

@@ -123,19 +123,11 @@ func encode(v any) ([]byte, error) { return encodeWith(v, 0) }
 func encodeWith(v any, flags fastjson.AppendFlags) ([]byte, error) {
 	if flags == 0 {
 		// appendJSON refuses what encoding/json refuses, times included.
-		var b []byte
-		ok := true
-		switch r := v.(type) {
-		case *admRec:
-			b, ok = r.appendJSON(make([]byte, 0, 512+len(r.Payload)))
-		case *sessionRec:
-			b, ok = r.appendJSON(make([]byte, 0, 256))
-		}
-		switch {
-		case b != nil:
+		if b, ok, byHand := appendByHand(v); byHand {
+			if !ok {
+				return nil, refused(v)
+			}
 			return b, nil
-		case !ok:
-			return nil, refused(v)
 		}
 	}
 	if !timesWritable(v) {
@@ -151,6 +143,20 @@ func encodeWith(v any, flags fastjson.AppendFlags) ([]byte, error) {
 		return nil, fmt.Errorf("bbolt: encode: %v: %w", err, backend.ErrInternal)
 	}
 	return b, nil
+}
+
+// appendByHand writes an admission or session record with its appendJSON;
+// byHand false for the other records.
+func appendByHand(v any) (b []byte, ok, byHand bool) {
+	switch r := v.(type) {
+	case *admRec:
+		b, ok = r.appendJSON(make([]byte, 0, 512+len(r.Payload)))
+	case *sessionRec:
+		b, ok = r.appendJSON(make([]byte, 0, 256))
+	default:
+		return nil, false, false
+	}
+	return b, ok, true
 }
 
 // refused is the error for a record encoding/json refuses to write: its
