@@ -12,7 +12,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // An Outbox is a producer's durable list of events, in its own bbolt file
@@ -45,7 +44,10 @@ type Outbox struct {
 	path string
 	opts OutboxOptions
 
-	mu sync.Mutex // one operation at a time in this process
+	mu   sync.Mutex  // one operation at a time in this process; guards held and idle
+	held *heldFile   // the file, open between operations (outbox_hold.go)
+	idle *time.Timer // looks at the held file while no operation uses it
+	hold time.Duration
 
 	gmu   sync.Mutex   // guards group
 	group []*groupCall // writes waiting to share one transaction (outbox_group.go)
@@ -163,7 +165,7 @@ func OpenOutbox(dir string, opts OutboxOptions) (*Outbox, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("outbox: create state folder: %w", err)
 	}
-	o := &Outbox{path: filepath.Join(dir, OutboxFile), opts: opts}
+	o := &Outbox{path: filepath.Join(dir, OutboxFile), opts: opts, hold: outboxHold}
 	if err := o.update(context.Background(), func(*bolt.Tx) error { return nil }); err != nil {
 		return nil, err
 	}
@@ -180,26 +182,6 @@ func (o *Outbox) now() time.Time {
 	return time.Now().UTC()
 }
 
-// open opens the file for one operation, waiting for another process's
-// operation at most LockWait.
-func (o *Outbox) open(ctx context.Context) (*bolt.DB, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	wait := o.opts.LockWait
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-		wait = max(time.Until(dl), time.Millisecond)
-	}
-	db, err := bolt.Open(o.path, 0o600, &bolt.Options{Timeout: wait})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("outbox %s: waited %s: %w", o.path, wait, ErrLocked)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("outbox %s: open: %w", o.path, err)
-	}
-	return db, nil
-}
-
 func (o *Outbox) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -213,8 +195,8 @@ func (o *Outbox) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		}
 		return fn(tx)
 	})
-	if cerr := db.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("outbox %s: close: %w", o.path, cerr)
+	if derr := o.done(err); err == nil {
+		err = derr
 	}
 	return err
 }
@@ -241,8 +223,8 @@ func (o *Outbox) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 		}
 		return fn(tx)
 	})
-	if cerr := db.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("outbox %s: close: %w", o.path, cerr)
+	if derr := o.done(err); err == nil {
+		err = derr
 	}
 	return err
 }

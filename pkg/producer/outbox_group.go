@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -97,8 +96,8 @@ func (o *Outbox) commitGroup(ctx context.Context, calls []*groupCall) {
 		end(calls[failed:failed+1], ferr)
 		calls = append(calls[:failed:failed], calls[failed+1:]...)
 	}
-	if cerr := db.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("outbox %s: close: %w", o.path, cerr)
+	if derr := o.done(err); err == nil {
+		err = derr
 	}
 	end(calls, err)
 }

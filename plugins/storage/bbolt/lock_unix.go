@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/lockwant"
 )
 
 // The bbolt file is guarded by an exclusive flock on a sidecar file,
@@ -23,7 +24,7 @@ import (
 // goroutine; a waiter whose caller gave up is kept and adopted by the next
 // open of the same path (at most one stray wait per path), and releases the
 // lock itself if nobody adopts it. While it waits, the descriptor carries
-// the mark of lock_want_*.go, so the holder lets go at once.
+// the mark of pkg/lockwant, so the holder lets go at once.
 
 // fileLock is a held sidecar lock.
 type fileLock struct{ fd int }
@@ -38,7 +39,7 @@ func (l *fileLock) unlock() {
 
 // othersWant reports whether another process (or another Store of this
 // one) waits for the lock; known is false when that cannot be told.
-func (l *fileLock) othersWant() (want, known bool) { return othersWant(l.fd) }
+func (l *fileLock) othersWant() (want, known bool) { return lockwant.Others(uintptr(l.fd)) }
 
 type lockWaiter struct {
 	path string
@@ -75,7 +76,7 @@ func lockFile(ctx context.Context, path string, deadline time.Time) (*fileLock, 
 			return nil, fmt.Errorf("bbolt: lock %s: %v: %w", path, err, backend.ErrInternal)
 		}
 		w = &lockWaiter{path: path, fd: fd, done: make(chan struct{})}
-		markWant(fd)
+		lockwant.Mark(uintptr(fd))
 		go w.wait()
 	}
 	timer := time.NewTimer(time.Until(deadline))
@@ -129,7 +130,7 @@ func adopt(path string) *lockWaiter {
 
 func (w *lockWaiter) wait() {
 	err := flockRetry(w.fd, unix.LOCK_EX)
-	unmarkWant(w.fd)
+	lockwant.Unmark(uintptr(w.fd))
 	w.mu.Lock()
 	w.err, w.finished = err, true
 	if w.abandoned {
