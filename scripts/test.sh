@@ -54,7 +54,7 @@ echo "== fuzz: batch line parser and import reader (20s each)"
 for target in FuzzParseBatchLine FuzzReadRecords; do
   fuzz internal/cli "$target" "${HERMESQ_FUZZTIME:-20s}"
 done
-echo "== fuzz: config, payloads, identities, bbolt codec and admission and session records, Redis replies and messages, store URLs, batch output, batch strings, admission JSON, JSON strings, Prometheus text, strict object members, outbox entries (10s each)"
+echo "== fuzz: config, payloads, identities, bbolt codec and admission and session records, Redis replies and messages, store URLs, batch output, batch strings, admission JSON, JSON strings, Prometheus text, strict object members, outbox entries, raw JSON values (10s each)"
 # The security targets, the fast JSON codecs checked against encoding/json,
 # the Prometheus writer checked against expfmt, and the strict object
 # reader's members checked against encoding/json;
@@ -62,7 +62,7 @@ echo "== fuzz: config, payloads, identities, bbolt codec and admission and sessi
 for pt in internal/cli:FuzzConfig pkg/admission:FuzzCanonical pkg/admission:FuzzIdentities \
   plugins/storage/bbolt:FuzzRecordCodec plugins/storage/bbolt:FuzzAdmRecJSON plugins/storage/bbolt:FuzzSessionRecJSON plugins/storage/redis:FuzzReplyDecoder plugins/storage/redis:FuzzStoreURL \
   plugins/storage/redis:FuzzMessageEncode internal/cli:FuzzBatchEmit internal/cli:FuzzDecodeStrings pkg/backend:FuzzAdmissionJSON \
-  pkg/backend:FuzzAppendQuoted pkg/stats:FuzzPromGaugesAsExpfmt pkg/backend:FuzzStrictObject pkg/producer:FuzzEntryCodec; do
+  pkg/backend:FuzzAppendQuoted pkg/stats:FuzzPromGaugesAsExpfmt pkg/backend:FuzzStrictObject pkg/producer:FuzzEntryCodec pkg/recjson:FuzzRaw; do
   fuzz "${pt%%:*}" "${pt#*:}" "${HERMESQ_FUZZTIME_SHORT:-10s}"
 done
 echo "== soak: chaos (drainers killed; Redis writes paused and connections dropped) and Redis faults (bounded)"

@@ -17,8 +17,10 @@ func TestImportDirection(t *testing.T) {
 		stdOnly   bool
 	}{
 		{pkg: "pkg/backend", stdOnly: true},
-		// The lock mark the bbolt store and the outbox share stands alone.
+		// The lock mark and the record reader the bbolt store and the outbox
+		// share stand alone.
 		{pkg: "pkg/lockwant", forbidden: []string{mod, "go.etcd.io/bbolt"}},
+		{pkg: "pkg/recjson", stdOnly: true},
 		{pkg: "pkg/admission", forbidden: []string{
 			"github.com/spf13/", "go.etcd.io/bbolt", "github.com/redis/", mod + "internal/", mod + "plugins/"}},
 		{pkg: "plugins/storage/bbolt", forbidden: []string{mod + "plugins/storage/redis", mod + "internal/", mod + "pkg/admission", "github.com/spf13/"}},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -55,6 +56,76 @@ func FuzzEntryCodec(f *testing.F) {
 		}
 		if again, err := encodeEntry(back); err != nil || !bytes.Equal(again, ours) {
 			t.Fatalf("codec not stable:\n%s\n%s (%v)", ours, again, err)
+		}
+	})
+}
+
+// Entries as the outbox writes them are read without the decoder
+// (readEntry), to the entry the decoder reads; an entry whose strings the
+// encoder escapes (HTML characters in its text) goes to the decoder.
+func TestEntriesReadWithoutDecoder(t *testing.T) {
+	at := time.Date(2031, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	for i, e := range []Entry{
+		{Event: Event{Session: "s1", Target: "s1", Identity: `["async_delegation","d1",""]`, Text: "[delegation d1] done\n"},
+			Seq: 7, State: StatePending, Claim: "c0ffee", ClaimedAt: at, Attempts: 2, AddedAt: at},
+		{Event: Event{Session: "s", Identity: "i", Payload: json.RawMessage(`{"text":"a<b>&\u2028 é","z":[1e21,-0,null,true,{"k":"\"\\"}]}`)},
+			Seq: 1, State: StateDelivered, Attempts: 1, AddedAt: at.In(time.FixedZone("", 7200)), SettledAt: at},
+		{Event: Event{Session: "s", Identity: "i"}, State: StatePending, Reason: "session s: not found",
+			RefusedAt: at, NotBefore: at.Add(time.Minute), AddedAt: at},
+	} {
+		b, err := encodeEntry(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fast Entry
+		if !readEntry(b, &fast) {
+			t.Fatalf("entry %d, %s: not read without the decoder", i, b)
+		}
+		var std Entry
+		if err := json.Unmarshal(b, &std); err != nil {
+			t.Fatal(err)
+		}
+		if x, y := fmt.Sprintf("%#v", fast), fmt.Sprintf("%#v", std); x != y {
+			t.Fatalf("entry %d reads unlike encoding/json:\nours %s\nstd  %s", i, x, y)
+		}
+	}
+	b, err := encodeEntry(&Entry{Event: Event{Session: "s", Identity: "i", Text: "a<b"}, State: StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readEntry(b, &Entry{}) {
+		t.Fatalf("%s: an escaped text was read without the decoder", b)
+	}
+	if e, err := decodeEntry(b); err != nil || e.Text != "a<b" {
+		t.Fatalf("%s: %+v, %v", b, e, err)
+	}
+}
+
+// BenchmarkEntryCodec reads and writes an entry of figure 10's delegation
+// results, as a poll or settle does for each event:
+//
+//	go test -run '^$' -bench EntryCodec ./pkg/producer/
+func BenchmarkEntryCodec(b *testing.B) {
+	at := time.Date(2031, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	e := Entry{Event: Event{Session: "s042", Target: "s042", Identity: `["async_delegation","d00042",""]`,
+		Text: "[delegation d00042] result 42 of the benchmark"}, Seq: 43, State: StatePending, Claim: "0123456789abcdef0123456789abcdef",
+		ClaimedAt: at, Attempts: 1, AddedAt: at}
+	enc, err := encodeEntry(&e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := decodeEntry(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := encodeEntry(&e); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

@@ -4,9 +4,9 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/pkg/recjson"
 )
 
 // Session, admission and transcript records are read on every admit and
@@ -14,7 +14,7 @@ import (
 // reflection the first time it meets it: in a process that makes one
 // admit, reading and writing them without that took 7.2 ms instead of 7.8
 // (docs/performance.md, "Start-up, second round"). decodeRecord reads those
-// records as this store writes them, without reflection; whatever else it
+// records as this store writes them, with pkg/recjson; whatever else it
 // meets (whitespace, a \u escape, a key that is not the record's own or
 // one seen twice, a number that is not plain digits, a null where the
 // store writes none) it leaves to the JSON decoder, which reads every
@@ -24,24 +24,24 @@ import (
 // decodeRecord decodes b into v when v is a record it knows and b is
 // written as the store writes it; false leaves v as it was.
 func decodeRecord(b []byte, v any) bool {
-	r := recReader{b: b}
+	r := recjson.New(b)
 	switch v := v.(type) {
 	case *sessionRec:
 		rec := *v
-		if r.session(&rec) {
+		if readSession(&r, &rec) {
 			*v = rec
 			return true
 		}
 	case *admRec:
 		rec := *v
-		if r.admission(&rec) {
+		if readAdmission(&r, &rec) {
 			*v = rec
 			return true
 		}
 	case *backend.Transcript:
 		// Transcript.UnmarshalJSON replaces the whole value.
 		var t backend.Transcript
-		if r.transcript(&t) {
+		if readTranscript(&r, &t) {
 			*v = t
 			return true
 		}
@@ -49,315 +49,72 @@ func decodeRecord(b []byte, v any) bool {
 	return false
 }
 
-// recReader reads one compact JSON object. Once it fails (fail), every
-// read returns a zero value.
-type recReader struct {
-	b    []byte
-	i    int
-	fail bool
-}
-
-// members reads an object's members: each key, one of keys read once,
-// is handed to value, which reads the member's value.
-func (r *recReader) members(keys []string, value func(key string)) {
-	var seen uint32
-	for {
-		k, ok := r.member(&seen, keys)
-		if !ok {
-			return
-		}
-		value(keys[k])
-	}
-}
-
-// member reads the next member's key and its colon, and returns the key's
-// index in keys; false at the end of the object or on failure. seen holds
-// the bit of each key read so far: a key read twice fails.
-func (r *recReader) member(seen *uint32, keys []string) (int, bool) {
-	if r.fail {
-		return 0, false
-	}
-	if r.i == 0 {
-		if len(r.b) < 2 || r.b[0] != '{' {
-			return r.failed()
-		}
-		r.i = 1
-		if r.b[1] == '}' {
-			r.i = 2
-			return 0, false
-		}
-	} else {
-		if r.i >= len(r.b) {
-			return r.failed()
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-		case '}':
-			r.i++
-			return 0, false
-		default:
-			return r.failed()
-		}
-	}
-	if r.i >= len(r.b) || r.b[r.i] != '"' {
-		return r.failed()
-	}
-	j := r.i + 1
-	for j < len(r.b) && r.b[j] != '"' {
-		j++
-	}
-	if j+1 >= len(r.b) || r.b[j+1] != ':' {
-		return r.failed()
-	}
-	k := keyIndex(keys, r.b[r.i+1:j])
-	if k < 0 || *seen&(1<<k) != 0 {
-		return r.failed()
-	}
-	*seen |= 1 << k
-	r.i = j + 2
-	return k, true
-}
-
-func (r *recReader) failed() (int, bool) {
-	r.fail = true
-	return 0, false
-}
-
-// done reports whether the object was read whole, with nothing after it.
-func (r *recReader) done() bool { return !r.fail && r.i == len(r.b) }
-
-// null reads a null if one is next.
-func (r *recReader) null() bool {
-	if !r.fail && len(r.b)-r.i >= 4 && string(r.b[r.i:r.i+4]) == "null" {
-		r.i += 4
-		return true
-	}
-	return false
-}
-
-// str reads a string: bytes below 0x20 and escapes other than \" \\ \/
-// \b \f \n \r \t fail, and so does invalid UTF-8 (encoding/json would
-// replace it).
-func (r *recReader) str() string {
-	if r.fail || r.i >= len(r.b) || r.b[r.i] != '"' {
-		r.fail = true
-		return ""
-	}
-	start := r.i + 1
-	j := start
-	for j < len(r.b) && r.b[j] >= 0x20 && r.b[j] != '"' && r.b[j] != '\\' {
-		j++
-	}
-	if j < len(r.b) && r.b[j] == '"' {
-		s := r.b[start:j]
-		if !utf8.Valid(s) {
-			r.fail = true
-			return ""
-		}
-		r.i = j + 1
-		return string(s)
-	}
-	out := append(make([]byte, 0, j-start+16), r.b[start:j]...)
-	for j < len(r.b) {
-		c := r.b[j]
-		switch {
-		case c == '"':
-			if !utf8.Valid(out) {
-				r.fail = true
-				return ""
-			}
-			r.i = j + 1
-			return string(out)
-		case c < 0x20:
-			r.fail = true
-			return ""
-		case c != '\\':
-			out = append(out, c)
-			j++
-			continue
-		}
-		if j+1 >= len(r.b) {
-			break
-		}
-		switch e := r.b[j+1]; e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		default:
-			r.fail = true
-			return ""
-		}
-		j += 2
-	}
-	r.fail = true
-	return ""
-}
-
-// elements reads an array, handing each element to elem, which reads it.
-func (r *recReader) elements(elem func()) {
-	if r.fail || r.i >= len(r.b) || r.b[r.i] != '[' {
-		r.fail = true
-		return
-	}
-	r.i++
-	if r.i < len(r.b) && r.b[r.i] == ']' {
-		r.i++
-		return
-	}
-	for !r.fail {
-		elem()
-		if r.fail || r.i >= len(r.b) {
-			break
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-			continue
-		case ']':
-			r.i++
-			return
-		}
-		break
-	}
-	r.fail = true
-}
-
-// strs reads an array of strings ([] is an empty slice, not nil).
-func (r *recReader) strs() []string {
-	out := []string{}
-	r.elements(func() { out = append(out, r.str()) })
-	if r.fail {
-		return nil
-	}
-	return out
-}
-
-// uint reads a number of plain digits, without leading zeros, that fits
-// max.
-func (r *recReader) uint(max uint64) uint64 {
-	if r.fail {
-		return 0
-	}
-	j := r.i
-	for j < len(r.b) && r.b[j] >= '0' && r.b[j] <= '9' {
-		j++
-	}
-	if j == r.i || r.b[r.i] == '0' && j > r.i+1 {
-		r.fail = true
-		return 0
-	}
-	n, err := strconv.ParseUint(string(r.b[r.i:j]), 10, 64)
-	if err != nil || n > max {
-		r.fail = true
-		return 0
-	}
-	r.i = j
-	return n
-}
-
-func (r *recReader) int() int { return int(r.uint(math.MaxInt)) }
-
-// time reads a time as its UnmarshalJSON does, from a string without
-// escapes.
-func (r *recReader) time() time.Time {
-	if r.fail || r.i >= len(r.b) || r.b[r.i] != '"' {
-		r.fail = true
-		return time.Time{}
-	}
-	j := r.i + 1
-	for j < len(r.b) && r.b[j] != '"' && r.b[j] != '\\' {
-		j++
-	}
-	var t time.Time
-	if j >= len(r.b) || r.b[j] != '"' || t.UnmarshalJSON(r.b[r.i:j+1]) != nil {
-		r.fail = true
-		return time.Time{}
-	}
-	r.i = j + 1
-	return t
-}
-
 // sessionKeys are a session record's keys, in the order encoding/json
 // writes them.
 var sessionKeys = [...]string{"id", "owner", "grants", "current_transcript", "epoch", "generation", "next_seq",
 	"created_at", "lease_holder", "lease_expires_at", "lease_principal", "queued", "running", "unknown"}
 
-func (r *recReader) session(s *sessionRec) bool {
-	r.members(sessionKeys[:], func(key string) {
+func readSession(r *recjson.Reader, s *sessionRec) bool {
+	r.Object(sessionKeys[:], func(key string) {
 		switch key {
 		case "id":
-			s.ID = r.str()
+			s.ID = r.Str()
 		case "owner":
-			s.Owner = r.str()
+			s.Owner = r.Str()
 		case "grants":
-			s.Grants = r.grants()
+			s.Grants = readGrants(r)
 		case "current_transcript":
-			s.CurrentTranscript = r.str()
+			s.CurrentTranscript = r.Str()
 		case "epoch":
-			s.Epoch = r.uint(math.MaxUint64)
+			s.Epoch = r.Uint(math.MaxUint64)
 		case "generation":
-			s.Generation = r.uint(math.MaxUint64)
+			s.Generation = r.Uint(math.MaxUint64)
 		case "next_seq":
-			s.NextSeq = r.uint(math.MaxUint64)
+			s.NextSeq = r.Uint(math.MaxUint64)
 		case "created_at":
-			s.CreatedAt = r.time()
+			s.CreatedAt = r.Time()
 		case "lease_holder":
-			s.LeaseHolder = r.str()
+			s.LeaseHolder = r.Str()
 		case "lease_expires_at":
-			s.LeaseExpiresAt = r.time()
+			s.LeaseExpiresAt = r.Time()
 		case "lease_principal":
-			s.LeasePrincipal = r.str()
+			s.LeasePrincipal = r.Str()
 		case "queued":
-			s.Queued = r.int()
+			s.Queued = r.Int()
 		case "running":
-			s.Running = r.int()
+			s.Running = r.Int()
 		case "unknown":
-			s.Unknown = r.int()
+			s.Unknown = r.Int()
 		}
 	})
-	return r.done()
+	return r.Done()
 }
 
 var grantKeys = [...]string{"principal", "role", "producers"}
 
-// grants reads a session's grants: null is none, and each grant an object
-// of its own keys (the bare strings of older stores go to the decoder).
-func (r *recReader) grants() []backend.Grant {
-	if r.null() {
+// readGrants reads a session's grants: null is none, and each grant an
+// object of its own keys (the bare strings of older stores go to the
+// decoder).
+func readGrants(r *recjson.Reader) []backend.Grant {
+	if r.Null() {
 		return nil
 	}
 	out := []backend.Grant{}
-	r.elements(func() {
-		sub := recReader{b: r.b[r.i:]}
+	r.Elements(func() {
 		var g backend.Grant
-		sub.members(grantKeys[:], func(key string) {
+		r.Object(grantKeys[:], func(key string) {
 			switch key {
 			case "principal":
-				g.Principal = sub.str()
+				g.Principal = r.Str()
 			case "role":
-				g.Role = backend.GrantRole(sub.str())
+				g.Role = backend.GrantRole(r.Str())
 			case "producers":
-				g.Producers = sub.strs()
+				g.Producers = r.Strs()
 			}
 		})
-		if sub.fail {
-			r.fail = true
-			return
-		}
 		out = append(out, g)
-		r.i += sub.i
 	})
-	if r.fail {
+	if r.Failed() {
 		return nil
 	}
 	return out
@@ -367,56 +124,56 @@ var admissionKeys = [...]string{"id", "session", "seq", "kind", "producer", "pri
 	"payload", "pinned_target", "delivered_to", "status", "outcome", "mode", "epoch", "generation",
 	"admitted_at", "started_at", "settled_at", "replay_of", "error", "payload_sha1"}
 
-func (r *recReader) admission(a *admRec) bool {
-	r.members(admissionKeys[:], func(key string) {
+func readAdmission(r *recjson.Reader, a *admRec) bool {
+	r.Object(admissionKeys[:], func(key string) {
 		switch key {
 		case "id":
-			a.ID = r.str()
+			a.ID = r.Str()
 		case "session":
-			a.Session = r.str()
+			a.Session = r.Str()
 		case "seq":
-			a.Seq = r.uint(math.MaxUint64)
+			a.Seq = r.Uint(math.MaxUint64)
 		case "kind":
-			a.Kind = r.str()
+			a.Kind = r.Str()
 		case "producer":
-			a.Producer = r.str()
+			a.Producer = r.Str()
 		case "principal":
-			a.Principal = r.str()
+			a.Principal = r.Str()
 		case "request_id":
-			a.RequestID = r.str()
+			a.RequestID = r.Str()
 		case "identities":
-			a.Identities = r.strs()
+			a.Identities = r.Strs()
 		case "payload":
-			a.Payload = r.str()
+			a.Payload = r.Str()
 		case "pinned_target":
-			a.PinnedTarget = r.str()
+			a.PinnedTarget = r.Str()
 		case "delivered_to":
-			a.DeliveredTo = r.str()
+			a.DeliveredTo = r.Str()
 		case "status":
-			a.Status = r.str()
+			a.Status = r.Str()
 		case "outcome":
-			a.Outcome = r.str()
+			a.Outcome = r.Str()
 		case "mode":
-			a.Mode = r.str()
+			a.Mode = r.Str()
 		case "epoch":
-			a.Epoch = r.uint(math.MaxUint64)
+			a.Epoch = r.Uint(math.MaxUint64)
 		case "generation":
-			a.Generation = r.uint(math.MaxUint64)
+			a.Generation = r.Uint(math.MaxUint64)
 		case "admitted_at":
-			a.AdmittedAt = r.time()
+			a.AdmittedAt = r.Time()
 		case "started_at":
-			a.StartedAt = r.time()
+			a.StartedAt = r.Time()
 		case "settled_at":
-			a.SettledAt = r.time()
+			a.SettledAt = r.Time()
 		case "replay_of":
-			a.ReplayOf = r.str()
+			a.ReplayOf = r.Str()
 		case "error":
-			a.Error = r.str()
+			a.Error = r.Str()
 		case "payload_sha1":
-			a.PayloadSHA1 = r.str()
+			a.PayloadSHA1 = r.Str()
 		}
 	})
-	return r.done()
+	return r.Done()
 }
 
 var transcriptKeys = [...]string{"id", "session", "parent", "child", "ended_at", "end_reason", "message_count",
@@ -424,25 +181,25 @@ var transcriptKeys = [...]string{"id", "session", "parent", "child", "ended_at",
 
 // transcript reads a transcript as its UnmarshalJSON does: a null string
 // or time is the zero value, and times are in UTC.
-func (r *recReader) transcript(t *backend.Transcript) bool {
+func readTranscript(r *recjson.Reader, t *backend.Transcript) bool {
 	optStr := func() string {
-		if r.null() {
+		if r.Null() {
 			return ""
 		}
-		return r.str()
+		return r.Str()
 	}
 	optTime := func() time.Time {
-		if r.null() {
+		if r.Null() {
 			return time.Time{}
 		}
-		return r.time().UTC()
+		return r.Time().UTC()
 	}
-	r.members(transcriptKeys[:], func(key string) {
+	r.Object(transcriptKeys[:], func(key string) {
 		switch key {
 		case "id":
-			t.ID = r.str()
+			t.ID = r.Str()
 		case "session":
-			t.Session = r.str()
+			t.Session = r.Str()
 		case "parent":
 			t.Parent = optStr()
 		case "child":
@@ -452,24 +209,14 @@ func (r *recReader) transcript(t *backend.Transcript) bool {
 		case "end_reason":
 			t.EndReason = optStr()
 		case "message_count":
-			t.MessageCount = r.int()
+			t.MessageCount = r.Int()
 		case "note_count":
-			t.NoteCount = r.int()
+			t.NoteCount = r.Int()
 		case "created_at":
 			t.CreatedAt = optTime()
 		}
 	})
-	return r.done()
-}
-
-// keyIndex is the index of key in keys, -1 when it is not one of them.
-func keyIndex(keys []string, key []byte) int {
-	for i, k := range keys {
-		if k == string(key) {
-			return i
-		}
-	}
-	return -1
+	return r.Done()
 }
 
 // appendJSON appends s as an encoding/json Encoder without HTML escaping
