@@ -157,6 +157,7 @@ func main() {
 		}
 		rep.Results = append(rep.Results, rs...)
 		fmt.Fprintf(os.Stderr, "bench: figure %s done in %.1fs\n", f.n, time.Since(t0).Seconds())
+		e.endFigure()
 	}
 	pprof.StopCPUProfile() // a no-op without -cpuprofile
 	rep.Seconds = time.Since(start).Seconds()
