@@ -61,8 +61,11 @@ func (r *Reader) expect(c byte) bool {
 // Object reads an object whose keys are among keys (at most 64), each at
 // most once, handing each key to value, which reads the member's value.
 func (r *Reader) Object(keys []string, value func(key string)) {
-	if len(keys) > 64 || !r.expect('{') || r.next('}') {
-		r.fail = r.fail || len(keys) > 64
+	if len(keys) > 64 {
+		r.fail = true
+		return
+	}
+	if !r.expect('{') || r.next('}') {
 		return
 	}
 	var seen uint64
