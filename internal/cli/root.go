@@ -117,9 +117,22 @@ Exit codes:
 		// Completions and man pages are generated and checked in; keep them
 		// free of dates.
 		DisableAutoGenTag: true,
-		Version:           readVersion().String(),
+		// The root runs only for --version (and, without it, prints its
+		// help, as cobra does for a command that cannot run). cobra's own
+		// version flag is not used: printing this line through it needs
+		// SetVersionTemplate, which links text/template, whose method
+		// lookup by name makes the linker keep every exported method of
+		// every type in the binary (go-redis's command set alone is
+		// megabytes), and each start faults in more of them.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if v, _ := cmd.Flags().GetBool("version"); v {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), readVersion().String())
+				return err
+			}
+			return cmd.Help()
+		},
 	}
-	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().BoolP("version", "v", false, "print hermesq's version, commit and Go version")
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
