@@ -264,6 +264,8 @@ func num(v float64, unit string) string {
 		return fmt.Sprintf("%.1f µs", v)
 	case "MiB":
 		return fmt.Sprintf("%.1f MiB", v)
+	case "×":
+		return fmt.Sprintf("%.2f×", v)
 	}
 	return fmt.Sprintf("%g %s", v, unit)
 }
