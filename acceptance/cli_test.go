@@ -219,13 +219,12 @@ func (c *cli) export() string {
 
 // bg is a hermesq process running in the background.
 type bg struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    bytes.Buffer
-	errb   bytes.Buffer
-	done   chan struct{}
-	err    error
-	killed bool
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	errb bytes.Buffer
+	done chan struct{}
+	err  error
 }
 
 type lockedWriter struct {
@@ -312,7 +311,6 @@ func (p *bg) exited() bool {
 	}
 }
 
-func (p *bg) stdout() string { p.mu.Lock(); defer p.mu.Unlock(); return p.out.String() }
 func (p *bg) stderr() string { p.mu.Lock(); defer p.mu.Unlock(); return p.errb.String() }
 
 // eventually polls cond every 20 ms until it holds or d passes.

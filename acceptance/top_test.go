@@ -84,7 +84,7 @@ func TestTop(t *testing.T) {
 		// Sort by depth: s2 first.
 		x.run("send-keys", "-t", "top", "d")
 		x.waitScreen("s2 first when sorted by depth", func(s string) bool {
-			return strings.Index(s, " s2 ") >= 0 && strings.Index(s, " s2 ") < strings.Index(s, " s1 ") && strings.Contains(s, "sort: depth")
+			return strings.Contains(s, " s2 ") && strings.Index(s, " s2 ") < strings.Index(s, " s1 ") && strings.Contains(s, "sort: depth")
 		})
 		// Enter opens the selected session's queue.
 		x.run("send-keys", "-t", "top", "Enter")

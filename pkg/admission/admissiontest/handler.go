@@ -59,9 +59,10 @@ func buildHandler() (string, error) {
 	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module hermesqtesthandler\n\ngo 1.21\n"), 0o600); err != nil {
 		return "", err
 	}
+	// go test puts its own Go first on the PATH of the tests it runs.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("build the test handler: %w", err)
 	}
 	tmp := filepath.Join(src, "handler")
 	cmd := exec.Command(goBin, "build", "-o", tmp, ".")
