@@ -26,6 +26,9 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
 echo "== go vet"
 go vet ./...
+echo "== staticcheck"
+# Pinned, from the module proxy; it never becomes a dependency of the module.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
 # fuzz PKG TARGET TIME runs one fuzz target for TIME. A crash is written to
