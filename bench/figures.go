@@ -350,7 +350,8 @@ type depthCost struct{ admit, drain, rawAdmit, rawDrain time.Duration }
 // turns with the raw queue, so that both are measured in the same state
 // of the server and the machine (after filling a million, a server writes
 // its append-only file back for a while, and a probe measured after the
-// other's would meet another state).
+// other's would meet another state); within a round the two take turns at
+// going first.
 const depthRounds = 4
 
 // depthProbe fills session d of store u to depth (and, with raw, a raw
@@ -398,39 +399,64 @@ func depthProbe(u string, depth, probe int, raw bool) (depthCost, error) {
 	}
 	n := probe / depthRounds
 	next := depth
-	for r := 0; r < depthRounds; r++ {
-		t0 := time.Now()
-		for i := 0; i < n; i++ {
-			if _, err := svc.Admit(ctx, note("d", next)); err != nil {
-				return c, err
-			}
-			next++
+	// inTurn runs hermesq's part and the raw queue's of round r, taking
+	// turns at going first (ABBA): whichever goes first meets the server
+	// first after the fill or after the round before.
+	inTurn := func(r int, hq, raw func() error) error {
+		first, second := hq, raw
+		if r%2 == 1 {
+			first, second = raw, hq
 		}
-		c.admit += time.Since(t0)
-		if q != nil {
-			d, err := q.admit(ctx, n)
-			if err != nil {
-				return c, err
-			}
-			c.rawAdmit += d
+		if err := first(); err != nil {
+			return err
 		}
+		return second()
 	}
 	for r := 0; r < depthRounds; r++ {
-		t0 := time.Now()
-		rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Principal: me.Username, Max: n})
+		err := inTurn(r, func() error {
+			t0 := time.Now()
+			for i := 0; i < n; i++ {
+				if _, err := svc.Admit(ctx, note("d", next)); err != nil {
+					return err
+				}
+				next++
+			}
+			c.admit += time.Since(t0)
+			return nil
+		}, func() error {
+			if q == nil {
+				return nil
+			}
+			d, err := q.admit(ctx, n)
+			c.rawAdmit += d
+			return err
+		})
 		if err != nil {
 			return c, err
 		}
-		if rep.Notes != n {
-			return c, fmt.Errorf("drained %d notes, want %d", rep.Notes, n)
-		}
-		c.drain += time.Since(t0)
-		if q != nil {
-			d, err := q.drain(ctx, n)
+	}
+	for r := 0; r < depthRounds; r++ {
+		err := inTurn(r, func() error {
+			t0 := time.Now()
+			rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Principal: me.Username, Max: n})
 			if err != nil {
-				return c, err
+				return err
 			}
+			if rep.Notes != n {
+				return fmt.Errorf("drained %d notes, want %d", rep.Notes, n)
+			}
+			c.drain += time.Since(t0)
+			return nil
+		}, func() error {
+			if q == nil {
+				return nil
+			}
+			d, err := q.drain(ctx, n)
 			c.rawDrain += d
+			return err
+		})
+		if err != nil {
+			return c, err
 		}
 	}
 	all := time.Duration(n * depthRounds)
