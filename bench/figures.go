@@ -399,65 +399,63 @@ func depthProbe(u string, depth, probe int, raw bool) (depthCost, error) {
 	}
 	n := probe / depthRounds
 	next := depth
-	// inTurn runs hermesq's part and the raw queue's of round r, taking
-	// turns at going first (ABBA): whichever goes first meets the server
-	// first after the fill or after the round before.
-	inTurn := func(r int, hq, raw func() error) error {
-		first, second := hq, raw
-		if r%2 == 1 {
-			first, second = raw, hq
+	// inTurns runs hermesq's part and the raw queue's (if any) depthRounds
+	// times, taking turns at going first (ABBA): whichever goes first meets
+	// the server first after the fill or after the round before.
+	inTurns := func(hq, raw func() error) error {
+		if q == nil {
+			raw = func() error { return nil }
 		}
-		if err := first(); err != nil {
-			return err
-		}
-		return second()
-	}
-	for r := 0; r < depthRounds; r++ {
-		err := inTurn(r, func() error {
-			t0 := time.Now()
-			for i := 0; i < n; i++ {
-				if _, err := svc.Admit(ctx, note("d", next)); err != nil {
-					return err
-				}
-				next++
+		for r := 0; r < depthRounds; r++ {
+			first, second := hq, raw
+			if r%2 == 1 {
+				first, second = raw, hq
 			}
-			c.admit += time.Since(t0)
-			return nil
-		}, func() error {
-			if q == nil {
-				return nil
-			}
-			d, err := q.admit(ctx, n)
-			c.rawAdmit += d
-			return err
-		})
-		if err != nil {
-			return c, err
-		}
-	}
-	for r := 0; r < depthRounds; r++ {
-		err := inTurn(r, func() error {
-			t0 := time.Now()
-			rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Principal: me.Username, Max: n})
-			if err != nil {
+			if err := first(); err != nil {
 				return err
 			}
-			if rep.Notes != n {
-				return fmt.Errorf("drained %d notes, want %d", rep.Notes, n)
+			if err := second(); err != nil {
+				return err
 			}
-			c.drain += time.Since(t0)
-			return nil
-		}, func() error {
-			if q == nil {
-				return nil
-			}
-			d, err := q.drain(ctx, n)
-			c.rawDrain += d
-			return err
-		})
-		if err != nil {
-			return c, err
 		}
+		return nil
+	}
+	err = inTurns(func() error {
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if _, err := svc.Admit(ctx, note("d", next)); err != nil {
+				return err
+			}
+			next++
+		}
+		c.admit += time.Since(t0)
+		return nil
+	}, func() error {
+		d, err := q.admit(ctx, n)
+		c.rawAdmit += d
+		return err
+	})
+	if err != nil {
+		return c, err
+	}
+	err = inTurns(func() error {
+		t0 := time.Now()
+		rep, err := svc.Drain(ctx, "d", admission.DrainOptions{Principal: me.Username, Max: n})
+		if err != nil {
+			return err
+		}
+		if rep.Notes != n {
+			return fmt.Errorf("drained %d notes, want %d", rep.Notes, n)
+		}
+		c.drain += time.Since(t0)
+		return nil
+	}, func() error {
+		d, err := q.drain(ctx, n)
+		c.rawDrain += d
+		return err
+	})
+	if err != nil {
+		return c, err
 	}
 	all := time.Duration(n * depthRounds)
 	c.admit, c.drain, c.rawAdmit, c.rawDrain = c.admit/all, c.drain/all, c.rawAdmit/all, c.rawDrain/all
