@@ -11,8 +11,9 @@ import (
 
 // RunBenchmarks runs the shared store benchmarks, each on a fresh store:
 // AdmitSingle (one caller, one admission per call), AdmitParallel (8
-// callers per GOMAXPROCS through b.RunParallel: the group-commit case) and
-// ClaimSettle (a drainer's claim and settle with a turn's two messages).
+// callers per GOMAXPROCS through b.RunParallel: the group-commit case),
+// AdmitSessions (calls of 1,000 admissions to 100 sessions, as a producer
+// host's poll) and ClaimSettle (a drainer's claim and settle with a turn's two messages).
 func RunBenchmarks(b *testing.B, newStore func(b *testing.B) backend.Store) {
 	ctx := context.Background()
 	open := func(b *testing.B, s backend.Store) {
@@ -55,6 +56,35 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) backend.Store) {
 				}
 			}
 		})
+	})
+	b.Run("AdmitSessions", func(b *testing.B) {
+		// A producer host's poll: calls of 1,000 automation admissions
+		// spread over 100 sessions (10 each); b.N counts admissions.
+		const sessions, perCall = 100, 1000
+		s := newStore(b)
+		for k := range sessions {
+			if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: fmt.Sprint("bench-", k), Owner: Owner}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reqs := make([]backend.AdmitRequest, 0, perCall)
+		b.ResetTimer()
+		for i := 0; i < b.N; i += len(reqs) {
+			reqs = reqs[:0]
+			for j := i; j < b.N && len(reqs) < perCall; j++ {
+				reqs = append(reqs, backend.AdmitRequest{Session: fmt.Sprint("bench-", j%sessions), Kind: backend.KindAutomation,
+					Producer: Producer, Principal: Owner, Identities: []string{fmt.Sprint("id-", j)}, Payload: Payload(fmt.Sprint("m", j))})
+			}
+			res, err := s.Admit(ctx, reqs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+		}
 	})
 	b.Run("ClaimSettle", func(b *testing.B) {
 		s := newStore(b)

@@ -24,10 +24,11 @@ import (
 // lookups itself first, one round trip instead of two; it falls back to
 // the two steps when a session must be created or an id's lookup is held
 // by another session. Requests to several sessions are several scripts
-// (on a Cluster, several slots), each tried: a session that fails (the
-// store unavailable, its first transcript's id taken) gives its own
-// requests that error, and the other sessions' results stand, committed.
-// Only when the first session tried fails as unavailable and no other
+// (on a Cluster, several slots), up to maxSessionsInFlight of them on
+// their way at once, each tried: a session that fails (the store
+// unavailable, its first transcript's id taken) gives its own requests
+// that error, and the other sessions' results stand, committed. Only when
+// the first session the call names fails as unavailable and no other
 // commits is the failure the call's (nothing admitted).
 //
 // Concurrent calls of the process are pipelined: while one round is on its
@@ -69,6 +70,10 @@ type admitGroup struct {
 // 11,500/s to 13,000-14,000/s (BenchmarkStore/AdmitParallel: 62 to 55 us
 // per admit). More did no better on two cores.
 const maxAdmitRounds = 2
+
+// maxSessionsInFlight bounds the sessions of one round whose scripts are
+// on their way at once (admitCalls).
+const maxSessionsInFlight = 8
 
 // relayIdle is how long a relay goroutine waits for another round to lead
 // before it ends.
@@ -160,18 +165,51 @@ func (s *Store) admitCalls(ctx context.Context, calls []*admitCall) {
 			bySession[req.Session] = append(bySession[req.Session], at{ci, i})
 		}
 	}
-	// Per call: the error of the first of its sessions tried, and whether
-	// any of its sessions committed.
-	tried := make([]bool, len(calls))
-	firstErr := make([]error, len(calls))
-	committed := make([]bool, len(calls))
-	for _, sid := range order {
+	// Each session's script is on its way while the others' are: sessions
+	// are independent (every key a script writes is its session's, or a
+	// lookup that verifies itself), so any order of them is an order the
+	// sequential calls could have taken. At most maxSessionsInFlight at
+	// once, each on its own connection of the pool.
+	type sessionOut struct {
+		res []backend.AdmitResult
+		err error
+	}
+	outs := make([]sessionOut, len(order))
+	admit := func(k int) {
+		sid := order[k]
 		idx := bySession[sid]
 		group := make([]backend.AdmitRequest, len(idx))
 		for j, x := range idx {
 			group[j] = calls[x.call].reqs[x.req]
 		}
-		res, err := s.admitSession(ctx, sid, group)
+		outs[k].res, outs[k].err = s.admitSession(ctx, sid, group)
+	}
+	if len(order) == 1 {
+		admit(0)
+	} else {
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range min(len(order), maxSessionsInFlight) {
+			wg.Go(func() {
+				for k := range next {
+					admit(k)
+				}
+			})
+		}
+		for k := range order {
+			next <- k
+		}
+		close(next)
+		wg.Wait()
+	}
+	// Per call: the error of the first of its sessions tried (in the order
+	// its requests name them), and whether any of its sessions committed.
+	tried := make([]bool, len(calls))
+	firstErr := make([]error, len(calls))
+	committed := make([]bool, len(calls))
+	for k, sid := range order {
+		idx := bySession[sid]
+		res, err := outs[k].res, outs[k].err
 		for j, x := range idx {
 			c := calls[x.call]
 			if !tried[x.call] {
