@@ -234,7 +234,7 @@ func (h *Host) waiting(ctx context.Context, specs []Spec) []Waiting {
 			h.log.printf(s.Name, "outbox: %v", err)
 			continue
 		}
-		c, err := ob.Count(ctx)
+		c, err := ob.CountPending(ctx)
 		if err != nil {
 			h.log.printf(s.Name, "outbox: %v", err)
 			continue

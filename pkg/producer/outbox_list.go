@@ -54,6 +54,29 @@ func (o *Outbox) Count(ctx context.Context) (Counts, error) {
 	return CountEntries(es), nil
 }
 
+// CountPending counts the pending events only (Pending, Claimed, Waiting,
+// OldestWaiting, LastReason; the settled states are left 0) as Count
+// does, reading the pending index and those events' entries instead of
+// every entry the outbox holds (a run that delivered everything reads
+// nothing).
+func (o *Outbox) CountPending(ctx context.Context) (Counts, error) {
+	var es []Entry
+	err := o.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPending).ForEach(func(_, key []byte) error {
+			e, err := getEntry(tx, key)
+			if err != nil || e == nil || e.State != StatePending {
+				return err
+			}
+			es = append(es, *e)
+			return nil
+		})
+	})
+	if err != nil {
+		return Counts{}, fmt.Errorf("outbox: count: %w", err)
+	}
+	return CountEntries(es), nil
+}
+
 // CountEntries counts entries by state.
 func CountEntries(es []Entry) Counts {
 	var c Counts

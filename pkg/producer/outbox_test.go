@@ -404,3 +404,66 @@ func TestOutboxReadsOldDroppedEvents(t *testing.T) {
 		t.Fatalf("drop of an event already dropped: %v, want ErrNoEvent", err)
 	}
 }
+
+// CountPending gives what Count gives of the pending events (the settled
+// states 0) at every step of their lives: added, claimed, retried
+// (waiting), delivered, rejected, expired past the lease, dropped.
+func TestOutboxCountPendingAgreesWithCount(t *testing.T) {
+	ob, c := openOutbox(t, producer.OutboxOptions{Lease: time.Minute, Retention: time.Hour})
+	ctx := context.Background()
+	check := func(step string) {
+		t.Helper()
+		all, err := ob.Count(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ob.CountPending(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := all
+		want.Rejected, want.Delivered, want.Dropped = 0, 0, 0
+		if got != want {
+			t.Fatalf("%s: CountPending %+v, Count %+v", step, got, all)
+		}
+	}
+	check("empty")
+	for _, id := range []string{"A", "B", "C", "D"} {
+		add(t, ob, "s1", id, "text "+id)
+	}
+	check("added")
+	offers := poll(t, ob, 10)
+	if len(offers) != 4 {
+		t.Fatalf("offers %+v", offers)
+	}
+	check("claimed")
+	settle := func(i int, s producer.Settlement) {
+		t.Helper()
+		if err := ob.Settle(ctx, offers[i].Claim, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(0, producer.Settlement{Action: producer.Complete})
+	settle(1, producer.Settlement{Action: producer.Retry, Reason: "session not found", NotBefore: c.t.Add(time.Second)})
+	settle(2, producer.Settlement{Action: producer.Reject, Reason: "invalid"})
+	check("delivered, waiting, rejected, claimed")
+	if n := entries(t, ob); n["B"].State != producer.StatePending || !n["B"].Waiting() || n["D"].Claim == "" {
+		t.Fatalf("entries %+v", n)
+	}
+	c.t = c.t.Add(2 * time.Minute)
+	check("past the lease")
+	if err := ob.Drop(ctx, []uint64{entries(t, ob)["C"].Seq}, "dropped"); err != nil {
+		t.Fatal(err)
+	}
+	check("dropped")
+	re := poll(t, ob, 10)
+	for _, o := range re {
+		if err := ob.Settle(ctx, o.Claim, producer.Settlement{Action: producer.Complete}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("all settled")
+	if got, _ := ob.CountPending(ctx); got != (producer.Counts{}) {
+		t.Fatalf("CountPending after every event settled: %+v", got)
+	}
+}
