@@ -61,18 +61,9 @@ func (s *Store) takeAdmissionID(ctx context.Context, op, sid, id, value string) 
 		if err != nil && err != goredis.Nil {
 			return "", s.wrap(op, err)
 		}
-		owner, claimedAt := parseClaim(raw)
-		if owner == sid {
-			return "", nil
-		}
-		if owner != "" {
-			held, err := s.client.HExists(ctx, s.k.admissions(owner), id).Result()
-			if err != nil {
-				return "", s.wrap(op, err)
-			}
-			if held || time.Since(claimedAt) < orphanAge {
-				return owner, nil
-			}
+		holder, mine, err := s.liveHolder(ctx, op, raw, sid, s.k.admissions, id)
+		if err != nil || mine || holder != "" {
+			return holder, err
 		}
 		swapped, err := s.swapLookup(ctx, op, key, raw, value)
 		if err != nil {

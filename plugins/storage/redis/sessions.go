@@ -28,11 +28,36 @@ func ttlOr(ttl, def time.Duration) time.Duration {
 	return ttl
 }
 
-// orphanAge is how old a transcript id claim must be before another session
-// may take it over when the claiming session never created the transcript
-// (its script refused, or its process died between the claim and the
-// script). Younger claims may belong to a script still on its way.
+// orphanAge is how old a global lookup's claim (a transcript id's, an
+// admission id's) must be before another session may take it over when
+// the claiming session never created what it claimed (its script refused,
+// or its process died between the claim and the script). Younger claims
+// may belong to a script still on its way.
 const orphanAge = time.Minute
+
+// liveHolder judges raw, the value of a global lookup claiming field of
+// the hash hashOf(session) for a session ("<session> <claimed at, ns>"),
+// for session self: mine when self holds the claim; otherwise the holding
+// session when its claim is live (its hash holds field, or the claim is
+// younger than orphanAge), "" when the claim is empty or an orphan that
+// self may take over (swapLookup).
+func (s *Store) liveHolder(ctx context.Context, op, raw, self string, hashOf func(string) string, field string) (holder string, mine bool, err error) {
+	owner, claimedAt := parseClaim(raw)
+	if owner == self {
+		return "", true, nil
+	}
+	if owner == "" {
+		return "", false, nil
+	}
+	held, err := s.client.HExists(ctx, hashOf(owner), field).Result()
+	if err != nil {
+		return "", false, s.wrap(op, err)
+	}
+	if held || time.Since(claimedAt) < orphanAge {
+		return owner, false, nil
+	}
+	return "", false, nil
+}
 
 // claimTranscript makes t a transcript id of session, globally: SET NX on
 // the transcript's owner key, whose value is "<session> <claimed at, unix
@@ -60,18 +85,15 @@ func (s *Store) claimTranscript(ctx context.Context, session, t string) (string,
 		if err != nil {
 			return "", s.wrap(op, err)
 		}
-		owner, claimedAt := parseClaim(raw)
-		if owner == session {
+		holder, mine, err := s.liveHolder(ctx, op, raw, session, s.k.transcripts, t)
+		if err != nil {
+			return "", err
+		}
+		if mine {
 			return "", nil
 		}
-		if owner != "" {
-			held, err := s.client.HExists(ctx, s.k.transcripts(owner), t).Result()
-			if err != nil {
-				return "", s.wrap(op, err)
-			}
-			if held || time.Since(claimedAt) < orphanAge {
-				return "", backend.Errorf(backend.ErrConflict, "redis: transcript %s belongs to session %s", t, owner)
-			}
+		if holder != "" {
+			return "", backend.Errorf(backend.ErrConflict, "redis: transcript %s belongs to session %s", t, holder)
 		}
 		swapped, err := s.swapLookup(ctx, op, key, raw, value)
 		if err != nil {
