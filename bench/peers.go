@@ -333,6 +333,51 @@ func writeSync(f *os.File, buf []byte, i int) error {
 	return fdatasync(f)
 }
 
+// scatterPages is how many 4 KiB pages scatteredSyncCost writes before
+// each fdatasync: about what a turn's commit writes
+// (BenchmarkCommitPages in plugins/storage/bbolt).
+const scatterPages = 15
+
+// scatteredSyncCost is the median cost of n rounds of scatterPages 4 KiB
+// writes and one fdatasync, the pages adjacent (one run) or apart (each
+// page a run of its own, as bbolt's copy-on-write tends to place a
+// commit's pages), in a file of 16 MiB written and synced first: on many
+// disks each run of dirty pages is a write of its own for the fdatasync.
+func scatteredSyncCost(path string, n int, apart bool) (time.Duration, error) {
+	const filePages = 4096
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, filePages*4096), 0); err != nil {
+		return 0, err
+	}
+	if err := fdatasync(f); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 4096)
+	ds := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		for j := 0; j < scatterPages; j++ {
+			page := (i*scatterPages + j) % filePages
+			if apart {
+				page = (i*7 + j*131) % filePages // 131 pages apart, moving on each round
+			}
+			buf[0] = byte(i)
+			if _, err := f.WriteAt(buf, int64(page)*4096); err != nil {
+				return 0, err
+			}
+		}
+		if err := fdatasync(f); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return median(ds), nil
+}
+
 // commitCost is the median cost of n raw bbolt transactions that each put
 // one small record (the size hermesq writes for a queued note) in a fresh
 // file opened as hermesq opens its store: one durable commit, which bbolt

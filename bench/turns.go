@@ -11,7 +11,9 @@ import (
 // per turn) against its floor: one exec of `true` plus one durable commit
 // (a raw bbolt transaction putting one small record), both measured in
 // this run; as information, the CPU the drainer process takes a turn
-// against the CPU of `true` alone, and the bare fdatasync cost.
+// against the CPU of `true` alone, the bare fdatasync cost, and an
+// fdatasync after as many pages as a turn's commit writes, apart and
+// adjacent (what the commit's scattered pages cost on this disk).
 func figure7(e *env, sz sizes) ([]Result, error) {
 	store := e.boltURL()
 	if _, err := e.hq(store, nil, "session", "open", "t"); err != nil {
@@ -52,6 +54,12 @@ func figure7(e *env, sz sizes) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var scattered [2]time.Duration
+	for k, apart := range []bool{false, true} {
+		if scattered[k], err = scatteredSyncCost(e.fresh("scatter"), sz.Commits, apart); err != nil {
+			return nil, err
+		}
+	}
 	turn := r.wall / time.Duration(sz.Turns)
 	floor := fmt.Sprintf("floor (exec of true %.2f ms, mean of %d + one bbolt commit %.2f ms, median of %d)",
 		ms(execOne), sz.Turns, ms(commit), sz.Commits)
@@ -63,5 +71,8 @@ func figure7(e *env, sz sizes) ([]Result, error) {
 			fmt.Sprintf("the drain's own rusage over %d turns, per turn; its handler supervisor, which ends after it, is not counted", sz.Turns)),
 		withNote(mk("7", "bare fdatasync (4 KiB write + fdatasync)", ms(bare), "ms", "", 0, ""),
 			fmt.Sprintf("median of %d", sz.Commits)),
+		withNote(mk("7", fmt.Sprintf("%d pages written apart + fdatasync (a turn's commit writes about as many)", scatterPages), ms(scattered[1]), "ms",
+			fmt.Sprintf("%d adjacent pages + fdatasync", scatterPages), ms(scattered[0]), ""),
+			fmt.Sprintf("median of %d each", sz.Commits)),
 	}, nil
 }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -114,5 +115,39 @@ func TestSupervisorKillAndExecError(t *testing.T) {
 	_, err = startProc(procSpec{path: dir + "/noexec", argv: []string{"noexec"}, stdin: pp.childIn, stdout: pp.childOut, stderr: pp.childErr}, time.Now().Add(time.Hour))
 	if err == nil || !strings.Contains(err.Error(), "fork/exec "+dir+"/noexec: permission denied") {
 		t.Errorf("start of a file that cannot be executed: %v", err)
+	}
+}
+
+// BenchmarkSupervisedTrue starts `true` through the handler supervisor, as
+// a turn does (its three pipes made, read to their end and closed), and
+// waits for its end: beside BenchmarkExecTrue (`true` as this process's
+// own child) it is what the supervisor's hop costs a turn, and beside
+// BenchmarkDrainTurns what the rest of a turn costs. Run with
+//
+//	go test -run '^$' -bench 'SupervisedTrue|ExecTrue|DrainTurns' -benchtime 2000x ./pkg/admission/
+func BenchmarkSupervisedTrue(b *testing.B) {
+	path, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatalf("no true binary: %v", err)
+	}
+	env := os.Environ()
+	for b.Loop() {
+		pp, err := newProcPipes()
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := startProc(procSpec{path: path, argv: []string{"true"}, env: env,
+			stdin: pp.childIn, stdout: pp.childOut, stderr: pp.childErr}, time.Time{})
+		pp.closeChild()
+		if err != nil {
+			pp.closeAll()
+			b.Fatal(err)
+		}
+		outDone, errDone := pp.read(io.Discard, io.Discard)
+		<-p.ended()
+		pp.finish(outDone, errDone, time.Second)
+		if e := p.end(); !e.success() {
+			b.Fatalf("true ended with %+v", e)
+		}
 	}
 }
