@@ -35,9 +35,16 @@ const (
 	schemaVersion uint64 = 1
 	// storeMagic marks a bbolt file as a hermesq store.
 	storeMagic = "hermesq"
-	// changeLogSize bounds the change log; a subscriber further behind
-	// treats every session as changed.
+	// changeLogSize is how many of the newest changes the change log
+	// keeps at least; a subscriber further behind treats every session as
+	// changed.
 	changeLogSize = 4096
+	// changeLogSlack is how far the log may grow past changeLogSize
+	// before the oldest entries are dropped, all of the excess in one
+	// commit: dropping one entry a commit would write the log's first
+	// leaf in every commit beside its last (about two of a commit's
+	// fifteen pages; BenchmarkCommitPages).
+	changeLogSlack = 512
 )
 
 var (

@@ -145,8 +145,10 @@ func (t *txn) logChanges() error {
 			return err
 		}
 	}
-	if n > changeLogSize {
-		c := b.Cursor()
+	// The log holds first..n; past changeLogSize+changeLogSlack entries it
+	// drops down to the newest changeLogSize.
+	c := b.Cursor()
+	if first, _ := c.First(); first != nil && n-fromU64(first)+1 > changeLogSize+changeLogSlack {
 		limit := n - changeLogSize
 		for k, _ := c.First(); k != nil && fromU64(k) <= limit; k, _ = c.First() {
 			if err := c.Delete(); err != nil {
