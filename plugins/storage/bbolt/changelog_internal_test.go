@@ -2,7 +2,6 @@ package bbolt
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -15,15 +14,9 @@ import (
 // it sees the sessions changed since.
 func TestChangeLogBound(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "hermesq.db"), backend.Options{})
-	if err != nil {
+	s := openWithSession(t) // s1
+	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "s2", Owner: "alice"}); err != nil {
 		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, id := range []string{"s1", "s2"} {
-		if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: id, Owner: "alice"}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	changes := 2
 	change := func(session string) {
