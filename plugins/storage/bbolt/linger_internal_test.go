@@ -9,19 +9,27 @@ import (
 	"github.com/hermesq/hermesq/pkg/backend"
 )
 
+// openHeld opens the store at path (closed when tb ends) whose file, after
+// an operation, stays open for an hour if nobody waits for it.
+func openHeld(tb testing.TB, path string) *Store {
+	tb.Helper()
+	s, err := Open(context.Background(), path, backend.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	s.mu.Lock()
+	s.hold = time.Hour
+	s.mu.Unlock()
+	return s
+}
+
 // lingering opens a store whose file, after an operation, would stay open
 // for an hour if nobody waited for it, and runs one operation on it.
 func lingering(t *testing.T, path string) *Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, path, backend.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	s.mu.Lock()
-	s.hold = time.Hour
-	s.mu.Unlock()
+	s := openHeld(t, path)
 	if err := s.view(ctx, func(*txn) error { return nil }); err != nil {
 		t.Fatal(err)
 	}

@@ -82,14 +82,7 @@ func BenchmarkCommitPages(b *testing.B) {
 func pagesStore(b *testing.B, depth int) *Store {
 	b.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(b.TempDir(), "hermesq.db"), backend.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Close() })
-	s.mu.Lock()
-	s.hold = time.Hour
-	s.mu.Unlock()
+	s := openHeld(b, filepath.Join(b.TempDir(), "hermesq.db"))
 	if _, _, err := s.OpenSession(ctx, backend.OpenSessionRequest{ID: "p", Owner: "bench"}); err != nil {
 		b.Fatal(err)
 	}
