@@ -361,7 +361,7 @@ func scatteredSyncCost(path string, n int, apart bool) (time.Duration, error) {
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
 		for j := 0; j < scatterPages; j++ {
-			page := (i*scatterPages + j) % filePages
+			page := (i*scatterPages)%(filePages-scatterPages) + j // one run, never wrapping
 			if apart {
 				page = (i*7 + j*131) % filePages // 131 pages apart, moving on each round
 			}

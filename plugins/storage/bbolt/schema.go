@@ -41,9 +41,9 @@ const (
 	changeLogSize = 4096
 	// changeLogSlack is how far the log may grow past changeLogSize
 	// before the oldest entries are dropped, all of the excess in one
-	// commit: dropping one entry a commit would write the log's first
-	// leaf in every commit beside its last (about two of a commit's
-	// fifteen pages; BenchmarkCommitPages).
+	// commit: dropping one entry a commit wrote the log's first leaf in
+	// every commit beside its last (one of the 16 to 20 pages an admit or
+	// a turn writes; BenchmarkCommitPages).
 	changeLogSlack = 512
 )
 
