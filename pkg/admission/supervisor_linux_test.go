@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // startSupervised starts argv under the handler supervisor with deadline.
@@ -126,11 +129,7 @@ func TestSupervisorKillAndExecError(t *testing.T) {
 //
 //	go test -run '^$' -bench 'SupervisedTrue|ExecTrue|DrainTurns' -benchtime 2000x ./pkg/admission/
 func BenchmarkSupervisedTrue(b *testing.B) {
-	path, err := exec.LookPath("true")
-	if err != nil {
-		b.Fatalf("no true binary: %v", err)
-	}
-	env := os.Environ()
+	path, env := truePath(b), os.Environ()
 	for b.Loop() {
 		pp, err := newProcPipes()
 		if err != nil {
@@ -150,4 +149,96 @@ func BenchmarkSupervisedTrue(b *testing.B) {
 			b.Fatalf("true ended with %+v", e)
 		}
 	}
+}
+
+// BenchmarkPipedTrue starts `true` as this process's own child, with the
+// three pipes a turn gives its handler read as a turn reads them (a
+// goroutine for each of stdout and stderr, through the runtime's poller),
+// and waits for its end and the end of its output: no supervisor. Beside
+// BenchmarkOneThreadTrue it is what reading the output in goroutines of
+// their own costs a turn. Run with
+//
+//	go test -run '^$' -bench 'True' -benchtime 2000x ./pkg/admission/
+func BenchmarkPipedTrue(b *testing.B) {
+	path, env := truePath(b), os.Environ()
+	for b.Loop() {
+		pp, err := newProcPipes()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pid, err := syscall.ForkExec(path, []string{"true"}, &syscall.ProcAttr{Env: env,
+			Files: []uintptr{pp.childIn.Fd(), pp.childOut.Fd(), pp.childErr.Fd()},
+			Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}})
+		pp.closeChild()
+		if err != nil {
+			pp.closeAll()
+			b.Fatal(err)
+		}
+		outDone, errDone := pp.read(io.Discard, io.Discard)
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
+			b.Fatalf("true ended with %v, %v", ws, err)
+		}
+		pp.finish(outDone, errDone, time.Second)
+	}
+}
+
+// BenchmarkOneThreadTrue starts `true` as BenchmarkPipedTrue does, and
+// waits for its end and reads its stdout and stderr to their end in one
+// thread: one poll(2) over its pidfd and the two pipes, the pipes blocking
+// and outside the runtime's poller. The handler supervisor could watch its
+// handlers and their output this way (docs/performance.md, "A seventh
+// look").
+func BenchmarkOneThreadTrue(b *testing.B) {
+	path, env := truePath(b), os.Environ()
+	buf := make([]byte, 32<<10)
+	for b.Loop() {
+		var p [3][2]int
+		for i := range p {
+			if err := syscall.Pipe2(p[i][:], syscall.O_CLOEXEC); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pidfd := -1
+		pid, err := syscall.ForkExec(path, []string{"true"}, &syscall.ProcAttr{Env: env,
+			Files: []uintptr{uintptr(p[0][0]), uintptr(p[1][1]), uintptr(p[2][1])},
+			Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd}})
+		for _, fd := range []int{p[0][0], p[1][1], p[2][1]} {
+			syscall.Close(fd)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(p[1][0]), Events: unix.POLLIN}, {Fd: int32(p[2][0]), Events: unix.POLLIN}}
+		for open := len(fds); open > 0; {
+			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+				b.Fatal(err)
+			}
+			for i := range fds {
+				if fds[i].Fd < 0 || fds[i].Revents == 0 {
+					continue
+				}
+				if i == 0 {
+					var ws syscall.WaitStatus
+					if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
+						b.Fatalf("true ended with %v, %v", ws, err)
+					}
+				} else if n, _ := syscall.Read(int(fds[i].Fd), buf); n > 0 {
+					continue
+				}
+				syscall.Close(int(fds[i].Fd))
+				fds[i].Fd = -1
+				open--
+			}
+		}
+		syscall.Close(p[0][1])
+	}
+}
+
+func truePath(b *testing.B) string {
+	path, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatalf("no true binary: %v", err)
+	}
+	return path
 }
