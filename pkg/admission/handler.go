@@ -205,17 +205,11 @@ func runHandler(stop context.Context, lease *turnLease, h *Handler, grace time.D
 		// Never started under a lease that may already have lapsed.
 		return turnResult{}, fmt.Errorf("handler not started: %w: %w", errLeaseLost, cause)
 	}
-	pp, err := newProcPipes()
-	if err != nil {
-		return turnResult{}, fmt.Errorf("start handler %q: %s: %w", h.Argv[0], oneLine(err), backend.ErrInternal)
-	}
-	defer pp.closeAll()
 	dir, _ := os.Getwd() // "": the drainer's, whatever it is
 	p, err := lease.start(procSpec{
 		path: cmd.Path, argv: cmd.Args, env: handlerEnv(os.Environ(), h, in, epoch), dir: dir,
-		stdin: pp.childIn, stdout: pp.childOut, stderr: pp.childErr,
+		input: stdin, replyCap: maxReply, tailSize: stderrTail,
 	})
-	pp.closeChild()
 	if err != nil {
 		if errors.Is(err, errLeaseLost) {
 			return turnResult{}, fmt.Errorf("handler not started: %w", err)
@@ -226,13 +220,6 @@ func runHandler(stop context.Context, lease *turnLease, h *Handler, grace time.D
 		}
 		return turnResult{}, fmt.Errorf("start handler %q: %w", h.Argv[0], err)
 	}
-	stdout := &capWriter{n: maxReply}
-	stderr := &tailWriter{n: stderrTail}
-	outDone, errDone := pp.read(stdout, stderr)
-	go func() {
-		_, _ = pp.in.Write(stdin) // a handler need not read its input
-		pp.in.Close()
-	}()
 
 	// The timeout and the grace run from the start of the process, never
 	// before it: a start they cancelled would read as a handler that cannot
@@ -280,10 +267,8 @@ wait:
 			kill(errGrace)
 		}
 	}
-	end := p.end()
-	pp.finish(outDone, errDone, outputWait)
-
-	tail := stderr.String()
+	end, out := p.end(), p.output()
+	tail := (&tailWriter{buf: out.stderr}).String()
 	withTail := func(s string) string {
 		if tail == "" {
 			return s
@@ -313,12 +298,12 @@ wait:
 	case !end.success():
 		res.outcome, res.errText = backend.OutcomeFailed, withTail("handler "+end.status)
 		return res, nil
-	case stdout.over:
+	case out.over:
 		res.outcome, res.errText = backend.OutcomeFailed, withTail(fmt.Sprintf("reply is larger than %d bytes", maxReply))
 		return res, nil
 	}
 	// Like the shell's $(…), trailing newlines are not part of the reply.
-	res.reply = strings.TrimRight(strings.ToValidUTF8(stdout.buf.String(), "\uFFFD"), "\r\n")
+	res.reply = strings.TrimRight(strings.ToValidUTF8(string(out.stdout), "\uFFFD"), "\r\n")
 	res.outcome = backend.OutcomeCompleted
 	return res, nil
 }

@@ -24,8 +24,17 @@ type procSpec struct {
 	argv []string // argv[0] as given
 	env  []string
 	dir  string // "": the drainer's working directory
-	// The child's ends of its stdin, stdout and stderr pipes.
-	stdin, stdout, stderr *os.File
+	// input is written to its stdin, which is then closed.
+	input []byte
+	// replyCap bounds the stdout kept, tailSize the end of stderr kept.
+	replyCap, tailSize int
+}
+
+// procOutput is what a handler wrote.
+type procOutput struct {
+	stdout []byte // at most the spec's replyCap bytes
+	over   bool   // more than that came
+	stderr []byte // its last tailSize bytes
 }
 
 // procEnd is how a handler process ended.
@@ -50,10 +59,12 @@ func (e procEnd) killed() bool { return e.err == nil && e.code < 0 && e.signal =
 
 // handlerProc is a started handler process.
 type handlerProc interface {
-	// ended is closed once the process has ended and what was left of its
-	// process group was killed.
+	// ended is closed once the process has ended, what was left of its
+	// process group was killed, and its stdout and stderr ended or were
+	// closed outputWait after.
 	ended() <-chan struct{}
-	end() procEnd // once ended
+	end() procEnd       // once ended
+	output() procOutput // once ended
 	// kill kills its process group, unless it has ended.
 	kill()
 	// setDeadline passes a renewed lease deadline on (supervised
@@ -108,7 +119,9 @@ func (l *turnLease) deadlineNow() time.Time {
 	return l.deadline()
 }
 
-// procPipes are a handler's stdin, stdout and stderr pipes.
+// procPipes are a handler's stdin, stdout and stderr pipes, where the
+// drainer starts its handlers itself (proc_exec.go; on Linux the handler
+// supervisor makes and reads them).
 type procPipes struct {
 	in, out, err                *os.File // the drainer's ends
 	childIn, childOut, childErr *os.File // the handler's, closed here once it started

@@ -17,6 +17,7 @@ import (
 type execProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	out  procOutput
 
 	mu     sync.Mutex
 	exited bool
@@ -26,23 +27,35 @@ type execProc struct {
 // startExec starts spec as a child of this process. Its kills are the
 // drainer's own: a drainer stopped (SIGSTOP) or starved cannot kill it.
 func startExec(spec procSpec) (*execProc, error) {
+	pp, err := newProcPipes()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", oneLine(err), backend.ErrInternal)
+	}
 	cmd := &exec.Cmd{
 		Path: spec.path, Args: spec.argv, Env: spec.env, Dir: spec.dir,
-		Stdin: spec.stdin, Stdout: spec.stdout, Stderr: spec.stderr,
+		Stdin: pp.childIn, Stdout: pp.childOut, Stderr: pp.childErr,
 	}
 	setProcessGroup(cmd)
 	p := &execProc{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
-		if err := cmd.Start(); err != nil {
+		err := cmd.Start()
+		pp.closeChild()
+		if err != nil {
+			pp.closeAll()
 			started <- err
 			return
 		}
 		started <- nil
-		err := cmd.Wait()
+		stdout, stderr := &capWriter{n: spec.replyCap}, &tailWriter{n: spec.tailSize}
+		outDone, errDone := pp.read(stdout, stderr)
+		go func() {
+			_, _ = pp.in.Write(spec.input) // a handler need not read its input
+			pp.in.Close()
+		}()
+		err = cmd.Wait()
 		at := time.Now()
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		// What it left running in its process group (a shell's
 		// background job) is killed with it.
 		killGroup(cmd)
@@ -56,6 +69,10 @@ func startExec(spec procSpec) (*execProc, error) {
 		} else {
 			p.e.err = fmt.Errorf("wait for the handler: %s: %w", oneLine(err), backend.ErrInternal)
 		}
+		p.mu.Unlock()
+		pp.finish(outDone, errDone, outputWait)
+		pp.closeAll()
+		p.out = procOutput{stdout: stdout.buf.Bytes(), over: stdout.over, stderr: stderr.buf}
 		close(p.done)
 	}()
 	if err := <-started; err != nil {
@@ -66,6 +83,7 @@ func startExec(spec procSpec) (*execProc, error) {
 
 func (p *execProc) ended() <-chan struct{} { return p.done }
 func (p *execProc) end() procEnd           { return p.e }
+func (p *execProc) output() procOutput     { return p.out }
 func (p *execProc) setDeadline(time.Time)  {}
 
 func (p *execProc) kill() {

@@ -3,6 +3,7 @@
 package admission
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,7 @@ type supervisedProc struct {
 	started chan startReply
 	done    chan struct{}
 	e       procEnd
+	out     procOutput
 }
 
 type startReply struct {
@@ -174,7 +176,13 @@ func (c *supervisorClient) read() {
 			}
 		case msgEnded:
 			id, ws, at, k, deadline := d.u64(), syscall.WaitStatus(d.u64()), d.i64(), d.u64(), d.i64()
+			stdout, over, stderr := d.str(), d.u64(), d.str()
+			if d.bad {
+				c.fail(errors.New("a bad frame"))
+				return
+			}
 			if p := c.turn(id, true); p != nil {
+				p.out = procOutput{stdout: []byte(stdout), over: over == 1, stderr: []byte(stderr)}
 				p.e = endOf(ws, time.Unix(0, at))
 				p.e.deadlineKill = k == 1
 				if deadline != 0 {
@@ -241,21 +249,23 @@ func (c *supervisorClient) fail(err error) {
 	c.conn.Close()
 }
 
-func (c *supervisorClient) write(b []byte, fds ...int) error {
+func (c *supervisorClient) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	var oob []byte
-	if len(fds) > 0 {
-		oob = syscall.UnixRights(fds...)
-	}
-	n, _, err := c.conn.WriteMsgUnix(b, oob, nil)
-	if err == nil && n < len(b) {
-		_, err = c.conn.Write(b[n:])
-	}
+	_, err := c.conn.Write(b)
 	return err
 }
 
 func (c *supervisorClient) start(spec procSpec, deadline time.Time) (handlerProc, error) {
+	var dl int64
+	if !deadline.IsZero() {
+		dl = deadline.UnixNano()
+	}
+	f := newFrame(msgStart).u64(0).i64(dl).str(spec.path).str(spec.dir).strs(spec.argv).strs(spec.env).
+		str(string(spec.input)).u64(uint64(spec.replyCap)).u64(uint64(spec.tailSize))
+	if len(f.b)-4 > maxFrame {
+		return nil, fmt.Errorf("the handler's input, arguments and environment are %d bytes, over the %d the supervisor takes: %w", len(f.b)-4, maxFrame, backend.ErrInvalid)
+	}
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -265,12 +275,8 @@ func (c *supervisorClient) start(spec procSpec, deadline time.Time) (handlerProc
 	p := &supervisedProc{c: c, id: c.next, started: make(chan startReply, 1), done: make(chan struct{})}
 	c.turns[p.id] = p
 	c.mu.Unlock()
-	var dl int64
-	if !deadline.IsZero() {
-		dl = deadline.UnixNano()
-	}
-	f := newFrame(msgStart).u64(p.id).i64(dl).str(spec.path).str(spec.dir).strs(spec.argv).strs(spec.env)
-	if err := c.write(f.bytes(), int(spec.stdin.Fd()), int(spec.stdout.Fd()), int(spec.stderr.Fd())); err != nil {
+	binary.LittleEndian.PutUint64(f.b[5:], p.id)
+	if err := c.write(f.bytes()); err != nil {
 		c.fail(err)
 	}
 	rep := <-p.started
@@ -289,6 +295,7 @@ func (c *supervisorClient) start(spec procSpec, deadline time.Time) (handlerProc
 
 func (p *supervisedProc) ended() <-chan struct{} { return p.done }
 func (p *supervisedProc) end() procEnd           { return p.e }
+func (p *supervisedProc) output() procOutput     { return p.out }
 
 func (p *supervisedProc) kill() {
 	_ = p.c.write(newFrame(msgKill).u64(p.id).bytes())

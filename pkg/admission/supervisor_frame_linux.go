@@ -4,11 +4,9 @@ package admission
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"syscall"
 )
 
 // The frames the drainer and the handler supervisor (supervisor_linux.go)
@@ -17,14 +15,14 @@ import (
 // Frame kinds.
 const (
 	// drainer → supervisor
-	msgStart    = 1 // id, deadline, path, dir, argv, env; the 3 pipes
+	msgStart    = 1 // id, deadline, path, dir, argv, env, input, reply limit, stderr tail size
 	msgDeadline = 2 // id, deadline (a renewal)
 	msgKill     = 3 // id
 	// supervisor → drainer
 	msgReady       = 10 // pid
 	msgStarted     = 11 // id, pid
 	msgStartFailed = 12 // id, why, text
-	msgEnded       = 13 // id, wait status, when, killed at the deadline, deadline
+	msgEnded       = 13 // id, wait status, when, killed at the deadline, deadline, stdout, over the limit, stderr tail
 )
 
 // Why a start failed.
@@ -33,7 +31,8 @@ const (
 	startTooLate    = 2 // the lease deadline had passed
 )
 
-// maxFrame bounds a frame (a handler's argv and environment).
+// maxFrame bounds a frame (a handler's input, argv and environment; its
+// reply and stderr tail).
 const maxFrame = 64 << 20
 
 type encoder struct{ b []byte }
@@ -107,42 +106,19 @@ func (d *decoder) strs() []string {
 	return ss
 }
 
-// frameReader reads frames, and the descriptors sent with them, from a
-// stream socket: a descriptor arrives no later than the first byte of the
-// frame it was sent with.
+// frameReader reads frames from a stream socket.
 type frameReader struct {
 	conn *net.UnixConn
 	buf  []byte
-	fds  []int
 	rbuf []byte
-	oob  []byte
 }
 
 func newFrameReader(conn *net.UnixConn) *frameReader {
-	return &frameReader{conn: conn, rbuf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(16*4))}
+	return &frameReader{conn: conn, rbuf: make([]byte, 64<<10)}
 }
 
 func (r *frameReader) fill() error {
-	n, oobn, flags, _, err := r.conn.ReadMsgUnix(r.rbuf, r.oob)
-	if oobn > 0 {
-		msgs, perr := syscall.ParseSocketControlMessage(r.oob[:oobn])
-		if perr != nil {
-			return perr
-		}
-		for i := range msgs {
-			fds, perr := syscall.ParseUnixRights(&msgs[i])
-			if perr != nil {
-				return perr
-			}
-			for _, fd := range fds {
-				syscall.CloseOnExec(fd)
-			}
-			r.fds = append(r.fds, fds...)
-		}
-	}
-	if flags&syscall.MSG_CTRUNC != 0 {
-		return errors.New("descriptors lost (control message truncated)")
-	}
+	n, err := r.conn.Read(r.rbuf)
 	r.buf = append(r.buf, r.rbuf[:n]...)
 	if err == nil && n == 0 {
 		err = io.EOF
@@ -168,14 +144,4 @@ func (r *frameReader) frame() ([]byte, error) {
 			return nil, err
 		}
 	}
-}
-
-// takeFDs returns the next n descriptors received.
-func (r *frameReader) takeFDs(n int) ([]int, error) {
-	if len(r.fds) < n {
-		return nil, fmt.Errorf("%d descriptors received, %d expected", len(r.fds), n)
-	}
-	fds := r.fds[:n:n]
-	r.fds = r.fds[n:]
-	return fds, nil
 }
