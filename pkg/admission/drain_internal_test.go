@@ -83,7 +83,7 @@ func TestTailWriter(t *testing.T) {
 	w := &tailWriter{n: 5}
 	w.Write([]byte("abc"))
 	w.Write([]byte("defgh"))
-	if w.String() != "defgh" {
-		t.Errorf("tail %q, want defgh", w.String())
+	if tailText(w.buf) != "defgh" {
+		t.Errorf("tail %q, want defgh", tailText(w.buf))
 	}
 }

@@ -167,8 +167,10 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (w *tailWriter) String() string {
-	return strings.TrimSpace(strings.ToValidUTF8(string(w.buf), ""))
+// tailText is the tail of a handler's stderr as a failed turn's error
+// carries it.
+func tailText(b []byte) string {
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), ""))
 }
 
 // runHandler runs one turn's handler process: argv executed directly (never
@@ -268,7 +270,7 @@ wait:
 		}
 	}
 	end, out := p.end(), p.output()
-	tail := (&tailWriter{buf: out.stderr}).String()
+	tail := tailText(out.stderr)
 	withTail := func(s string) string {
 		if tail == "" {
 			return s

@@ -261,6 +261,7 @@ func (c *supervisorClient) start(spec procSpec, deadline time.Time) (handlerProc
 	if !deadline.IsZero() {
 		dl = deadline.UnixNano()
 	}
+	// The id is written in once the turn is registered under it.
 	f := newFrame(msgStart).u64(0).i64(dl).str(spec.path).str(spec.dir).strs(spec.argv).strs(spec.env).
 		str(string(spec.input)).u64(uint64(spec.replyCap)).u64(uint64(spec.tailSize))
 	if len(f.b)-4 > maxFrame {
@@ -287,6 +288,8 @@ func (c *supervisorClient) start(spec procSpec, deadline time.Time) (handlerProc
 		return nil, fmt.Errorf("%w: %s", errLeaseLost, rep.text)
 	case startExecFailed:
 		return nil, fmt.Errorf("%s: %w", rep.text, backend.ErrInvalid)
+	case startNoPipes:
+		return nil, fmt.Errorf("%s: %w", rep.text, backend.ErrInternal)
 	default:
 		// Whether it was started is not known.
 		return nil, p.e.err

@@ -29,6 +29,7 @@ const (
 const (
 	startExecFailed = 1 // the handler could not be executed
 	startTooLate    = 2 // the lease deadline had passed
+	startNoPipes    = 3 // the handler's pipes could not be made
 )
 
 // maxFrame bounds a frame (a handler's input, argv and environment; its
@@ -129,19 +130,32 @@ func (r *frameReader) fill() error {
 // frame returns the next frame's body.
 func (r *frameReader) frame() ([]byte, error) {
 	for {
-		if len(r.buf) >= 4 {
-			n := int(binary.LittleEndian.Uint32(r.buf))
-			if n < 1 || n > maxFrame {
-				return nil, fmt.Errorf("bad frame length %d", n)
-			}
-			if len(r.buf) >= 4+n {
-				body := append([]byte(nil), r.buf[4:4+n]...)
-				r.buf = r.buf[4+n:]
-				return body, nil
-			}
+		body, rest, err := cutFrame(r.buf)
+		if err != nil {
+			return nil, err
+		}
+		if body != nil {
+			r.buf = rest
+			return append([]byte(nil), body...), nil
 		}
 		if err := r.fill(); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// cutFrame splits the first frame off buf: its body, nil until buf holds
+// all of it, and the rest.
+func cutFrame(buf []byte) (body, rest []byte, err error) {
+	if len(buf) < 4 {
+		return nil, buf, nil
+	}
+	n := int(binary.LittleEndian.Uint32(buf))
+	if n < 1 || n > maxFrame {
+		return nil, buf, fmt.Errorf("bad frame length %d", n)
+	}
+	if len(buf) < 4+n {
+		return nil, buf, nil
+	}
+	return buf[4 : 4+n], buf[4+n:], nil
 }

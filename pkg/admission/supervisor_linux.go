@@ -30,6 +30,7 @@ package admission
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -311,21 +312,16 @@ func (s *supervisor) receive() {
 		}
 		break
 	}
-	for len(s.rbuf) >= 4 {
-		n := int(uint32(s.rbuf[0]) | uint32(s.rbuf[1])<<8 | uint32(s.rbuf[2])<<16 | uint32(s.rbuf[3])<<24)
-		if n < 1 || n > maxFrame {
+	for !s.bad {
+		body, rest, err := cutFrame(s.rbuf)
+		if err != nil {
 			s.bad = true
-			return
 		}
-		if len(s.rbuf) < 4+n {
+		if body == nil {
 			break
 		}
-		body := s.rbuf[4 : 4+n]
 		s.handle(body)
-		s.rbuf = s.rbuf[4+n:]
-		if s.bad {
-			return
-		}
+		s.rbuf = rest
 	}
 	if len(s.rbuf) == 0 {
 		s.rbuf = nil // let a large frame's buffer go
@@ -370,7 +366,7 @@ func (s *supervisor) start(id uint64, deadline int64, path, dir string, argv, en
 				syscall.Close(q[0])
 				syscall.Close(q[1])
 			}
-			s.send(newFrame(msgStartFailed).u64(id).u64(startExecFailed).str((&os.PathError{Op: "pipe", Path: path, Err: err}).Error()))
+			s.send(newFrame(msgStartFailed).u64(id).u64(startNoPipes).str(os.NewSyscallError("pipe2", err).Error()))
 			return
 		}
 	}
@@ -471,7 +467,7 @@ func (s *supervisor) feed(t *supervised) {
 
 // drainPipe reads what is in the pipe fd into w; it returns fd, or -1 once
 // the pipe ended (and was closed).
-func (s *supervisor) drainPipe(fd int, w interface{ Write([]byte) (int, error) }) int {
+func (s *supervisor) drainPipe(fd int, w io.Writer) int {
 	for fd >= 0 {
 		n, err := syscall.Read(fd, s.buf)
 		if n > 0 {
