@@ -131,6 +131,7 @@ var (
 	bucketPending = []byte("pending") // seq (8 bytes, big-endian) → events key
 	bucketClaims  = []byte("claims")  // claim token → JSON list of events keys
 	bucketSettled = []byte("settled") // settled_at (8) + seq (8) → events key, for retention
+	// bucketLeases: seq → a claimed event's claim (outbox_lease.go)
 )
 
 // OpenOutbox returns the outbox in dir (created 0700 with its file 0600 on
@@ -202,7 +203,7 @@ func (o *Outbox) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 }
 
 func createBuckets(tx *bolt.Tx) error {
-	for _, b := range [][]byte{bucketEvents, bucketPending, bucketClaims, bucketSettled} {
+	for _, b := range [][]byte{bucketEvents, bucketPending, bucketClaims, bucketSettled, bucketLeases} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return err
 		}

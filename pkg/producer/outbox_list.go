@@ -19,6 +19,9 @@ func (o *Outbox) Entries(ctx context.Context) ([]Entry, error) {
 			if err != nil {
 				return err
 			}
+			if err := withLease(tx, e); err != nil {
+				return err
+			}
 			out = append(out, *e)
 			return nil
 		})
@@ -63,7 +66,7 @@ func (o *Outbox) CountPending(ctx context.Context) (Counts, error) {
 	var es []Entry
 	err := o.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPending).ForEach(func(_, key []byte) error {
-			e, err := getEntry(tx, key)
+			e, err := loadEntry(tx, key)
 			if err != nil || e == nil || e.State != StatePending {
 				return err
 			}

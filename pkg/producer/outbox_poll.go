@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -43,12 +44,22 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 		var keys [][]byte
 		c := tx.Bucket(bucketPending).Cursor()
 		for k, v := c.First(); k != nil && len(ready) < limit; k, v = c.Next() {
+			l, leased, err := getLease(tx, k)
+			if err != nil {
+				return fmt.Errorf("lease of event %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			if leased && now.Before(l.claimedAt.Add(o.opts.Lease)) {
+				continue // claimed; its entry is not read
+			}
 			e, err := getEntry(tx, v)
 			if err != nil {
 				return err
 			}
 			if e == nil || e.State != StatePending {
 				continue
+			}
+			if leased {
+				e.Claim, e.ClaimedAt, e.Attempts = l.claim, l.claimedAt, l.attempts
 			}
 			if o.opts.MaxAge > 0 && now.Sub(e.AddedAt) > o.opts.MaxAge && (e.Claim == "" || !now.Before(e.ClaimedAt.Add(o.opts.Lease))) {
 				if err := o.expire(tx, v, e, now); err != nil {
@@ -93,7 +104,7 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 				e.Claim, e.ClaimedAt = claim, now
 				e.Attempts++
 				attempts = max(attempts, e.Attempts)
-				if err := putEntry(tx, keys[i], e); err != nil {
+				if err := claimEntry(tx, e); err != nil {
 					return err
 				}
 				gkeys = append(gkeys, keys[i])

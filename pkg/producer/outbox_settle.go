@@ -29,7 +29,7 @@ func (o *Outbox) finish(tx *bolt.Tx, key []byte, e *Entry, state, reason string,
 			return err
 		}
 	}
-	return putEntry(tx, key, e)
+	return endClaim(tx, key, e)
 }
 
 // prune forgets delivered and dropped events settled before the retention.
@@ -81,7 +81,7 @@ func (o *Outbox) settle(tx *bolt.Tx, claim string, s Settlement, now time.Time) 
 	}
 	held := 0
 	for _, key := range keys {
-		e, err := getEntry(tx, key)
+		e, err := loadEntry(tx, key)
 		if err != nil {
 			return err
 		}
@@ -101,7 +101,7 @@ func (o *Outbox) settle(tx *bolt.Tx, claim string, s Settlement, now time.Time) 
 		case Retry:
 			e.Claim, e.ClaimedAt = "", time.Time{}
 			e.Reason, e.RefusedAt, e.NotBefore = s.Reason, now, s.NotBefore.UTC()
-			err = putEntry(tx, key, e)
+			err = endClaim(tx, key, e)
 		}
 		if err != nil {
 			return err
@@ -146,7 +146,7 @@ func (o *Outbox) Drop(ctx context.Context, seqs []uint64, reason string) error {
 		}
 		for _, seq := range seqs {
 			key := byseq[seq]
-			e, err := getEntry(tx, key)
+			e, err := loadEntry(tx, key)
 			if err != nil {
 				return err
 			}
