@@ -76,15 +76,9 @@ func TestOutboxClaimsLiveInLeases(t *testing.T) {
 	}
 
 	c.t = c.t.Add(time.Second)
-	settle := func(i int, s producer.Settlement) {
-		t.Helper()
-		if err := ob.Settle(ctx, offers[i].Claim, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	settle(0, producer.Settlement{Action: producer.Complete})
-	settle(1, producer.Settlement{Action: producer.Retry, Reason: "busy", NotBefore: c.t.Add(time.Second)})
-	settle(2, producer.Settlement{Action: producer.Reject, Reason: "invalid"})
+	settle(t, ob, offers[0].Claim, producer.Settlement{Action: producer.Complete})
+	settle(t, ob, offers[1].Claim, producer.Settlement{Action: producer.Retry, Reason: "busy", NotBefore: c.t.Add(time.Second)})
+	settle(t, ob, offers[2].Claim, producer.Settlement{Action: producer.Reject, Reason: "invalid"})
 	if err := ob.Drop(ctx, []uint64{e["D"].Seq}, "by hand"); err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,14 @@ func poll(t *testing.T, ob *producer.Outbox, max int) []producer.Offer {
 	return offers
 }
 
+// settle ends claim with s.
+func settle(t *testing.T, ob *producer.Outbox, claim string, s producer.Settlement) {
+	t.Helper()
+	if err := ob.Settle(context.Background(), claim, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func entries(t *testing.T, ob *producer.Outbox) map[string]producer.Entry {
 	t.Helper()
 	es, err := ob.Entries(context.Background())
@@ -437,15 +445,9 @@ func TestOutboxCountPendingAgreesWithCount(t *testing.T) {
 		t.Fatalf("offers %+v", offers)
 	}
 	check("claimed")
-	settle := func(i int, s producer.Settlement) {
-		t.Helper()
-		if err := ob.Settle(ctx, offers[i].Claim, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	settle(0, producer.Settlement{Action: producer.Complete})
-	settle(1, producer.Settlement{Action: producer.Retry, Reason: "session not found", NotBefore: c.t.Add(time.Second)})
-	settle(2, producer.Settlement{Action: producer.Reject, Reason: "invalid"})
+	settle(t, ob, offers[0].Claim, producer.Settlement{Action: producer.Complete})
+	settle(t, ob, offers[1].Claim, producer.Settlement{Action: producer.Retry, Reason: "session not found", NotBefore: c.t.Add(time.Second)})
+	settle(t, ob, offers[2].Claim, producer.Settlement{Action: producer.Reject, Reason: "invalid"})
 	check("delivered, waiting, rejected, claimed")
 	if n := entries(t, ob); n["B"].State != producer.StatePending || !n["B"].Waiting() || n["D"].Claim == "" {
 		t.Fatalf("entries %+v", n)
