@@ -54,8 +54,8 @@ func decodeLease(v []byte) (lease, error) {
 	return lease{claim: string(v[8+w:]), claimedAt: time.Unix(0, at).UTC(), attempts: int(n)}, nil
 }
 
-// getLease returns the lease of the event with sequence key seq, ok false
-// when it has none.
+// getLease returns the lease of the event whose sequence key is seq, ok
+// false when it has none.
 func getLease(tx *bolt.Tx, seq []byte) (l lease, ok bool, err error) {
 	b := tx.Bucket(bucketLeases)
 	if b == nil {
@@ -65,8 +65,15 @@ func getLease(tx *bolt.Tx, seq []byte) (l lease, ok bool, err error) {
 	if v == nil {
 		return lease{}, false, nil
 	}
-	l, err = decodeLease(v)
-	return l, err == nil, err
+	if l, err = decodeLease(v); err != nil {
+		return lease{}, false, fmt.Errorf("lease of event %d: %w", binary.BigEndian.Uint64(seq), err)
+	}
+	return l, true, nil
+}
+
+// apply sets e's claim fields from l.
+func (l lease) apply(e *Entry) {
+	e.Claim, e.ClaimedAt, e.Attempts = l.claim, l.claimedAt, l.attempts
 }
 
 // withLease sets e's claim fields from its lease, when it has one.
@@ -75,13 +82,10 @@ func withLease(tx *bolt.Tx, e *Entry) error {
 		return nil
 	}
 	l, ok, err := getLease(tx, seqKey(e.Seq))
-	if err != nil {
-		return fmt.Errorf("lease of event %d: %w", e.Seq, err)
-	}
 	if ok {
-		e.Claim, e.ClaimedAt, e.Attempts = l.claim, l.claimedAt, l.attempts
+		l.apply(e)
 	}
-	return nil
+	return err
 }
 
 // loadEntry is getEntry with the entry's lease applied.

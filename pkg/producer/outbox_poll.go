@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -46,7 +45,7 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 		for k, v := c.First(); k != nil && len(ready) < limit; k, v = c.Next() {
 			l, leased, err := getLease(tx, k)
 			if err != nil {
-				return fmt.Errorf("lease of event %d: %w", binary.BigEndian.Uint64(k), err)
+				return err
 			}
 			if leased && now.Before(l.claimedAt.Add(o.opts.Lease)) {
 				continue // claimed; its entry is not read
@@ -59,7 +58,7 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 				continue
 			}
 			if leased {
-				e.Claim, e.ClaimedAt, e.Attempts = l.claim, l.claimedAt, l.attempts
+				l.apply(e)
 			}
 			if o.opts.MaxAge > 0 && now.Sub(e.AddedAt) > o.opts.MaxAge && (e.Claim == "" || !now.Before(e.ClaimedAt.Add(o.opts.Lease))) {
 				if err := o.expire(tx, v, e, now); err != nil {
