@@ -59,13 +59,6 @@ local function hset(k, field, v)
   t[#t + 1] = field
   t[#t + 1] = v
 end
--- many calls cmd on key with the flat argument list t, in slices short
--- enough for unpack.
-local function many(cmd, key, t)
-  for j = 1, #t, 1000 do
-    redis.call(cmd, key, unpack(t, j, math.min(j + 999, #t)))
-  end
-end
 -- The session hash is read once for all the requests; next_seq is counted
 -- here and written once at the end.
 local S = hgetall(KEYS[1])

@@ -24,6 +24,14 @@ local function ns_lt(a, b)
   return a < b
 end
 
+-- many calls cmd on key with the flat argument list t, in slices short
+-- enough for unpack.
+local function many(cmd, key, t)
+  for j = 1, #t, 1000 do
+    redis.call(cmd, key, unpack(t, j, math.min(j + 999, #t)))
+  end
+end
+
 local function getrec(key, field)
   local v = redis.call('HGET', key, field)
   if not v then return nil end

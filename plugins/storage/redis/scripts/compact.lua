@@ -20,21 +20,37 @@ else
   range = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. ARGV[5], '+inf', 'WITHSCORES')
 end
 local out = {'ok', 0}
+if #range == 0 then return out end
+-- The records of the range are read in one call (a payload, which may be
+-- large, only for an admission to compact), and the tombstones written in
+-- one call at the end: fewer commands for the server to run, and to
+-- append to its append-only file.
+local ids = {}
+for i = 1, #range, 2 do ids[#ids + 1] = range[i] end
+local recs = {}
+for j = 1, #ids, 1000 do
+  for _, v in ipairs(redis.call('HMGET', KEYS[2], unpack(ids, j, math.min(j + 999, #ids)))) do
+    recs[#recs + 1] = v
+  end
+end
+local tombs = {}
 local scanned, last = 0, '0'
-for i = 1, #range, 2 do
+for j, id in ipairs(ids) do
   if (limit > 0 and #out - 2 >= limit) or (scan > 0 and scanned >= scan) then
     out[2] = last
     break
   end
-  local id = range[i]
-  scanned, last = scanned + 1, range[i + 1]
-  local rec = getrec(KEYS[2], id)
-  local payload = redis.call('HGET', KEYS[3], id)
-  if rec and rec.status == 'done' and payload and ns_lt(rec.settled_at, ARGV[3]) and
-      string.sub(payload, 1, #tombstone_marker) ~= tombstone_marker then
-    redis.call('HSET', KEYS[3], id, tombstone_marker .. redis.sha1hex(payload))
-    out[#out + 1] = id
+  scanned, last = scanned + 1, range[2 * j]
+  local rec = recs[j] and cjson.decode(recs[j])
+  if rec and rec.status == 'done' and ns_lt(rec.settled_at, ARGV[3]) then
+    local payload = redis.call('HGET', KEYS[3], id)
+    if payload and string.sub(payload, 1, #tombstone_marker) ~= tombstone_marker then
+      tombs[#tombs + 1] = id
+      tombs[#tombs + 1] = tombstone_marker .. redis.sha1hex(payload)
+      out[#out + 1] = id
+    end
   end
 end
+many('HSET', KEYS[3], tombs)
 if #out > 2 then publish(ARGV[1], ARGV[2]) end
 return out
