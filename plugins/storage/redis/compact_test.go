@@ -12,6 +12,7 @@ import (
 	"github.com/hermesq/hermesq/internal/redistest"
 	"github.com/hermesq/hermesq/pkg/admission"
 	"github.com/hermesq/hermesq/pkg/backend"
+	"github.com/hermesq/hermesq/plugins/storage/redis"
 )
 
 // A compaction larger than one script call's step runs in several calls
@@ -89,6 +90,37 @@ func TestCompactInSteps(t *testing.T) {
 		if len(got) != left {
 			t.Errorf("session %s: %d admissions listed after compaction, want %d", sid, len(got), left)
 		}
+	}
+}
+
+// One script call's step past a thousand admissions reads their records
+// and writes their tombstones in slices (a thousand arguments each, what
+// Lua's unpack is given): a step of 1,000 examines 1,001 (the next one is
+// its cursor) and compacts the first 1,000; a step with no bound compacts
+// the rest, 1,500 (two slices of records, three of tombstones).
+func TestCompactStepOfAThousand(t *testing.T) {
+	srv := redistest.Start(t)
+	s := mustOpen(t, srv.FreshURL())
+	ctx := context.Background()
+	as := settleNotes(t, s, "wide", 2500)
+	cut := time.Now().Add(time.Hour)
+	want := func(as []backend.Admission) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+	next, ids, err := redis.CompactOnceForTest(ctx, s, "wide", cut, 0, 1000)
+	if err != nil || !slices.Equal(ids, want(as[:1000])) || next != as[999].Seq {
+		t.Fatalf("step of 1000: %d compacted, next %d, %v; want 1000, next %d", len(ids), next, err, as[999].Seq)
+	}
+	next, ids, err = redis.CompactOnceForTest(ctx, s, "wide", cut, next, 0)
+	if err != nil || !slices.Equal(ids, want(as[1000:])) || next != 0 {
+		t.Fatalf("the rest: %d compacted, next %d, %v; want 1500, next 0", len(ids), next, err)
+	}
+	if left, err := s.ListAdmissions(ctx, "wide", backend.AdmissionFilter{}); err != nil || len(left) != 0 {
+		t.Fatalf("%d admissions listed after compaction, %v; want none", len(left), err)
 	}
 }
 

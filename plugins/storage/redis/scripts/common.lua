@@ -25,11 +25,17 @@ local function ns_lt(a, b)
 end
 
 -- many calls cmd on key with the flat argument list t, in slices short
--- enough for unpack.
+-- enough for unpack, and returns the elements of its replies that are
+-- lists (HMGET's), in order.
 local function many(cmd, key, t)
+  local out = {}
   for j = 1, #t, 1000 do
-    redis.call(cmd, key, unpack(t, j, math.min(j + 999, #t)))
+    local r = redis.call(cmd, key, unpack(t, j, math.min(j + 999, #t)))
+    if type(r) == 'table' then
+      for _, v in ipairs(r) do out[#out + 1] = v end
+    end
   end
+  return out
 end
 
 local function getrec(key, field)

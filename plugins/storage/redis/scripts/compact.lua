@@ -27,12 +27,7 @@ if #range == 0 then return out end
 -- append to its append-only file.
 local ids = {}
 for i = 1, #range, 2 do ids[#ids + 1] = range[i] end
-local recs = {}
-for j = 1, #ids, 1000 do
-  for _, v in ipairs(redis.call('HMGET', KEYS[2], unpack(ids, j, math.min(j + 999, #ids)))) do
-    recs[#recs + 1] = v
-  end
-end
+local recs = many('HMGET', KEYS[2], ids)
 local tombs = {}
 local scanned, last = 0, '0'
 for j, id in ipairs(ids) do
