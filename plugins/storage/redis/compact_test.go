@@ -29,13 +29,6 @@ func TestCompactInSteps(t *testing.T) {
 		settled[sid] = settleNotes(t, s, sid, n)
 	}
 	cut := time.Now().Add(time.Hour)
-	ids := func(as []backend.Admission) []string {
-		var out []string
-		for _, a := range as {
-			out = append(out, a.ID)
-		}
-		return out
-	}
 
 	isHSet := func(name string) bool { return name == "hset" }
 	calls, hsets := evalCalls(t, srv), commandCalls(t, srv, isHSet)
@@ -43,7 +36,7 @@ func TestCompactInSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Compacted, ids(settled["all"])) || res.Next != 0 {
+	if !slices.Equal(res.Compacted, admissionIDs(settled["all"])) || res.Next != 0 {
 		t.Errorf("compact all: %d compacted, next %d; want %d, next 0", len(res.Compacted), res.Next, n)
 	}
 	calls, hsets = evalCalls(t, srv)-calls, commandCalls(t, srv, isHSet)-hsets
@@ -61,14 +54,14 @@ func TestCompactInSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Compacted, ids(as[:450])) || res.Next != as[449].Seq {
+	if !slices.Equal(res.Compacted, admissionIDs(as[:450])) || res.Next != as[449].Seq {
 		t.Errorf("scan 450: %d compacted, next %d; want 450, next %d", len(res.Compacted), res.Next, as[449].Seq)
 	}
 	res, err = s.Compact(ctx, backend.CompactRequest{Session: "scan", Before: cut, After: res.Next, Scan: 450})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Compacted, ids(as[450:])) || res.Next != 0 {
+	if !slices.Equal(res.Compacted, admissionIDs(as[450:])) || res.Next != 0 {
 		t.Errorf("scan 450 after 450: %d compacted, next %d; want %d, next 0", len(res.Compacted), res.Next, n-450)
 	}
 
@@ -78,7 +71,7 @@ func TestCompactInSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Compacted, ids(as[:333])) || res.Next != as[332].Seq {
+	if !slices.Equal(res.Compacted, admissionIDs(as[:333])) || res.Next != as[332].Seq {
 		t.Errorf("limit 333: %d compacted, next %d; want 333, next %d", len(res.Compacted), res.Next, as[332].Seq)
 	}
 	// Tombstones are no longer listed.
@@ -104,24 +97,26 @@ func TestCompactStepOfAThousand(t *testing.T) {
 	ctx := context.Background()
 	as := settleNotes(t, s, "wide", 2500)
 	cut := time.Now().Add(time.Hour)
-	want := func(as []backend.Admission) []string {
-		var out []string
-		for _, a := range as {
-			out = append(out, a.ID)
-		}
-		return out
-	}
 	next, ids, err := redis.CompactOnceForTest(ctx, s, "wide", cut, 0, 1000)
-	if err != nil || !slices.Equal(ids, want(as[:1000])) || next != as[999].Seq {
+	if err != nil || !slices.Equal(ids, admissionIDs(as[:1000])) || next != as[999].Seq {
 		t.Fatalf("step of 1000: %d compacted, next %d, %v; want 1000, next %d", len(ids), next, err, as[999].Seq)
 	}
 	next, ids, err = redis.CompactOnceForTest(ctx, s, "wide", cut, next, 0)
-	if err != nil || !slices.Equal(ids, want(as[1000:])) || next != 0 {
+	if err != nil || !slices.Equal(ids, admissionIDs(as[1000:])) || next != 0 {
 		t.Fatalf("the rest: %d compacted, next %d, %v; want 1500, next 0", len(ids), next, err)
 	}
 	if left, err := s.ListAdmissions(ctx, "wide", backend.AdmissionFilter{}); err != nil || len(left) != 0 {
 		t.Fatalf("%d admissions listed after compaction, %v; want none", len(left), err)
 	}
+}
+
+// admissionIDs is the ids of as, in order.
+func admissionIDs(as []backend.Admission) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.ID)
+	}
+	return out
 }
 
 // settleNotes admits n notes to a new session sid and drains them: n done
