@@ -47,7 +47,7 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 			if err != nil {
 				return err
 			}
-			if leased && now.Before(l.claimedAt.Add(o.opts.Lease)) {
+			if leased && o.claimHeld(l.claim, l.claimedAt, now) {
 				continue // claimed; its entry is not read
 			}
 			e, err := getEntry(tx, v)
@@ -60,13 +60,13 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 			if leased {
 				l.apply(e)
 			}
-			if o.opts.MaxAge > 0 && now.Sub(e.AddedAt) > o.opts.MaxAge && (e.Claim == "" || !now.Before(e.ClaimedAt.Add(o.opts.Lease))) {
+			if o.opts.MaxAge > 0 && now.Sub(e.AddedAt) > o.opts.MaxAge && !o.claimHeld(e.Claim, e.ClaimedAt, now) {
 				if err := o.expire(tx, v, e, now); err != nil {
 					return err
 				}
 				continue
 			}
-			if e.Claim != "" && now.Before(e.ClaimedAt.Add(o.opts.Lease)) || now.Before(e.NotBefore) {
+			if o.claimHeld(e.Claim, e.ClaimedAt, now) || now.Before(e.NotBefore) {
 				continue
 			}
 			ready = append(ready, e)
@@ -126,6 +126,12 @@ func (o *Outbox) Poll(ctx context.Context, req PollRequest) ([]Offer, error) {
 		return nil, fmt.Errorf("outbox: poll: %w", err)
 	}
 	return offers, nil
+}
+
+// claimHeld reports whether a claim taken at is still held at now: its
+// lease has not run out.
+func (o *Outbox) claimHeld(claim string, at, now time.Time) bool {
+	return claim != "" && now.Before(at.Add(o.opts.Lease))
 }
 
 // forgetClaimed removes key from an expired claim's list, and the claim

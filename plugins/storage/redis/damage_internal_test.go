@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/hermesq/hermesq/pkg/backend"
 )
@@ -31,11 +30,4 @@ func SetLineageForTest(ctx context.Context, st backend.Store, id, parent, child 
 		return err
 	}
 	return s.client.HSet(ctx, s.k.transcripts(session), id, string(b)).Err()
-}
-
-// CompactOnceForTest runs one compact script call as Compact's steps do,
-// with the scan given (0: the rest of the session), whatever step size
-// the store has learnt.
-func CompactOnceForTest(ctx context.Context, st backend.Store, sid string, before time.Time, after uint64, scan int) (uint64, []string, error) {
-	return st.(*Store).compactOnce(ctx, sid, cutoffNs(before), 0, after, scan)
 }
