@@ -75,14 +75,12 @@ func (q *rawBoltQueue) admit(_ context.Context, n int) (time.Duration, error) {
 // written back settled, and taken off the queue), and returns the time it
 // took.
 func (q *rawBoltQueue) drain(_ context.Context, n int) (time.Duration, error) {
-	t0 := time.Now()
-	for left := n; left > 0; {
-		k := 0
-		err := q.db.Update(func(tx *bolt.Tx) error {
+	return drainRuns(n, func(most int) (k int, err error) {
+		err = q.db.Update(func(tx *bolt.Tx) error {
 			recs, queued := tx.Bucket(rawBuckets[0]), tx.Bucket(rawBuckets[1])
 			var heads [][]byte
 			c := queued.Cursor()
-			for seq, _ := c.First(); seq != nil && len(heads) < min(left, rawDrainRun); seq, _ = c.Next() {
+			for seq, _ := c.First(); seq != nil && len(heads) < most; seq, _ = c.Next() {
 				heads = append(heads, bytes.Clone(seq))
 			}
 			for _, seq := range heads {
@@ -97,15 +95,8 @@ func (q *rawBoltQueue) drain(_ context.Context, n int) (time.Duration, error) {
 			k = len(heads)
 			return nil
 		})
-		if err != nil {
-			return 0, fmt.Errorf("raw drain: %w", err)
-		}
-		if k == 0 {
-			return 0, fmt.Errorf("raw drain: the queue ran out with %d to go", left)
-		}
-		left -= k
-	}
-	return time.Since(t0), nil
+		return k, err
+	})
 }
 
 // newDepthQueue is an empty raw queue named name beside store u: on the

@@ -91,9 +91,18 @@ func (q *rawQueue) admit(ctx context.Context, n int) (time.Duration, error) {
 // drain drains n from the head, rawDrainRun a call, and returns the time
 // it took.
 func (q *rawQueue) drain(ctx context.Context, n int) (time.Duration, error) {
+	return drainRuns(n, func(most int) (int, error) {
+		return q.c.EvalSha(ctx, q.drainSHA, q.keys, most).Int()
+	})
+}
+
+// drainRuns drains n from the head of a raw queue by runs of at most
+// rawDrainRun (run drains up to most heads and says how many), and returns
+// the time it took.
+func drainRuns(n int, run func(most int) (int, error)) (time.Duration, error) {
 	t0 := time.Now()
 	for left := n; left > 0; {
-		k, err := q.c.EvalSha(ctx, q.drainSHA, q.keys, min(left, rawDrainRun)).Int()
+		k, err := run(min(left, rawDrainRun))
 		if err != nil {
 			return 0, fmt.Errorf("raw drain: %w", err)
 		}
