@@ -71,6 +71,14 @@ func rawBulk(path string, n int) (float64, error) {
 	}
 	defer db.Close()
 	t0 := time.Now()
+	if err := rawFill(db, n); err != nil {
+		return 0, err
+	}
+	return perSec(n, time.Since(t0)), nil
+}
+
+// rawFill writes records 0 to n-1, 1,000 per transaction.
+func rawFill(db *bolt.DB, n int) error {
 	for i := 0; i < n; i += 1000 {
 		err := db.Update(func(tx *bolt.Tx) error {
 			for j := i; j < i+1000 && j < n; j++ {
@@ -81,10 +89,10 @@ func rawBulk(path string, n int) (float64, error) {
 			return nil
 		})
 		if err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return perSec(n, time.Since(t0)), nil
+	return nil
 }
 
 // rawGroupCommit writes n records from g goroutines, one record each call;

@@ -40,22 +40,12 @@ func newRawBoltQueue(path string) (*rawBoltQueue, error) {
 
 func (q *rawBoltQueue) close() { q.db.Close() }
 
-// fill admits n, 1,000 a commit.
+// fill admits n into the empty queue, 1,000 a commit.
 func (q *rawBoltQueue) fill(_ context.Context, n int) error {
-	for i := 0; i < n; i += 1000 {
-		err := q.db.Update(func(tx *bolt.Tx) error {
-			for j := i; j < min(i+1000, n); j++ {
-				if err := rawPut(tx, q.next+j-i); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("fill the raw queue: %w", err)
-		}
-		q.next += min(1000, n-i)
+	if err := rawFill(q.db, n); err != nil {
+		return fmt.Errorf("fill the raw queue: %w", err)
 	}
+	q.next = n
 	return nil
 }
 
